@@ -1,0 +1,34 @@
+#include "host/common/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <mutex>
+
+namespace gpustack {
+
+void InitLogging(std::string_view level) {
+  auto logger = spdlog::stderr_color_mt("gpustack");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ [%n] %v");
+  const auto parsed = spdlog::level::from_str(std::string(level));
+  // from_str answers "off" for names it does not know; only believe it when asked for "off".
+  if (parsed == spdlog::level::off && level != "off") {
+    spdlog::set_level(spdlog::level::info);
+    spdlog::warn("unknown log level '{}', using info", level);
+  } else {
+    spdlog::set_level(parsed);
+  }
+}
+
+std::shared_ptr<spdlog::logger> Logger(const std::string& name) {
+  static std::mutex mutex;  // get-or-create must be atomic: register_logger throws on a duplicate
+  std::lock_guard lock(mutex);
+  if (auto existing = spdlog::get(name)) return existing;
+  auto base = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(name, base->sinks().begin(), base->sinks().end());
+  logger->set_level(base->level());
+  spdlog::register_logger(logger);
+  return logger;
+}
+
+}  // namespace gpustack

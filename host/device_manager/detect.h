@@ -1,0 +1,60 @@
+// `device-manager detect`: scan PCI, decide which plugins run on this node, load them, and ask
+// each what it sees. Nothing is published; this is the administrator's first look at a node.
+#ifndef GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_
+#define GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/common/result.h"
+#include "host/loader/loader.h"
+#include "host/loader/plugin.h"
+#include "host/pci/pci_inventory.h"
+
+namespace gpustack::device_manager {
+
+struct DetectOptions {
+  std::vector<std::string> plugin_dirs;  // --plugin-dir, searched first
+  std::string plugin_path_env;           // GPUSTACK_PLUGIN_PATH
+  std::filesystem::path default_plugin_dir = loader::DefaultPluginDir();
+  pci::ScanOptions pci;
+  std::string node_config_path;          // --node-config / GPUSTACK_NODE_CONFIG; empty = none
+  std::string enable_env;                // GPUSTACK_PLUGIN_ENABLE
+  std::string enable_flag;               // --enable
+  loader::LoaderOptions loader;
+};
+
+struct PluginReport {
+  std::string manifest_path;
+  std::string name;  // from the manifest; empty when the manifest itself is bad
+  std::string library_path;
+  bool enabled = false;
+  std::string decision;     // why it is enabled or not
+  std::string load_error;   // set when an enabled plugin could not be loaded or initialized
+  std::optional<loader::PluginIdentity> identity;
+  loader::AbiVersion negotiated;
+  // Discovery: status name ("OK", "UNIMPLEMENTED", ...), message, and what it found.
+  std::string discovery_status;
+  std::string discovery_message;
+  std::vector<sdk::AcceleratorGroup> groups;
+};
+
+struct DetectReport {
+  std::vector<std::string> plugin_dirs;
+  std::vector<std::string> problems;  // directories missing or refused
+  std::vector<pci::PciDevice> pci_devices;
+  std::vector<PluginReport> plugins;
+
+  // False when an enabled plugin failed to load, initialize or discover.
+  bool ok() const;
+};
+
+// Fails only when the node's inputs are unusable (PCI scan, node config, enable overrides);
+// every per-plugin failure is recorded in the report instead.
+Result<DetectReport> Detect(const DetectOptions& options);
+
+}  // namespace gpustack::device_manager
+
+#endif  // GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_

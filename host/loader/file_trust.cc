@@ -1,0 +1,40 @@
+#include "host/loader/file_trust.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace gpustack::loader {
+
+std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid) {
+  if (info.st_uid != 0 && info.st_uid != host_uid) {
+    return "owned by uid " + std::to_string(info.st_uid) + ", not root or the host's user";
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return std::string("writable by ") + ((info.st_mode & S_IWOTH) != 0 ? "others" : "its group") +
+           " (mode " + [&] {
+             char mode[8];
+             std::snprintf(mode, sizeof mode, "%04o", info.st_mode & 07777);
+             return std::string(mode);
+           }() + ")";
+  }
+  return std::nullopt;
+}
+
+Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    return Error{path.string() + ": " + std::strerror(errno)};
+  }
+  if (auto problem = TrustProblem(info, host_uid)) {
+    return Error{path.string() + " is not trusted: " + *problem};
+  }
+  // A symlink itself can be swapped by whoever owns it.
+  if (::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode) &&
+      info.st_uid != 0 && info.st_uid != host_uid) {
+    return Error{path.string() + " is not trusted: a symlink owned by uid " +
+                 std::to_string(info.st_uid)};
+  }
+  return Ok{};
+}
+
+}  // namespace gpustack::loader

@@ -1,0 +1,26 @@
+// Plugins are code the host runs with its own privileges, so a plugin file or directory that a
+// less-privileged user could replace is refused: it must be owned by root (or by the user the host
+// runs as) and not be writable by group or others.
+#ifndef GPUSTACK_HOST_LOADER_FILE_TRUST_H_
+#define GPUSTACK_HOST_LOADER_FILE_TRUST_H_
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "host/common/result.h"
+
+namespace gpustack::loader {
+
+// Why a file with this metadata is untrusted, or nullopt when it is trusted. Pure.
+std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid);
+
+// Checks `path` (following symlinks, then the link itself) against TrustProblem.
+Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid);
+
+}  // namespace gpustack::loader
+
+#endif  // GPUSTACK_HOST_LOADER_FILE_TRUST_H_

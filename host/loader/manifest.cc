@@ -1,0 +1,117 @@
+#include "host/loader/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace gpustack::loader {
+namespace {
+
+using nlohmann::json;
+
+Result<uint32_t> ReadUint32(const json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return Error{where + ": missing \"" + key + "\""};
+  if (!it->is_number_unsigned() || it->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+    return Error{where + ": \"" + key + "\" must be a non-negative integer, got " + it->dump()};
+  }
+  return static_cast<uint32_t>(it->get<uint64_t>());
+}
+
+Result<uint16_t> ParseVendorId(const json& value, const std::string& where) {
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    const size_t digits = text.size() - 2;
+    if (text.size() >= 3 && text.size() <= 6 && (text[1] == 'x' || text[1] == 'X') &&
+        text[0] == '0' && text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos &&
+        digits >= 1) {
+      return static_cast<uint16_t>(std::stoul(text.substr(2), nullptr, 16));
+    }
+  }
+  return Error{where + ": PCI vendor id " + value.dump() + " is not a \"0xNNNN\" hex string"};
+}
+
+}  // namespace
+
+bool IsValidManufacturerKey(std::string_view key) {
+  if (key.empty() || key.size() > 63 || key.front() == '-' || key.back() == '-') return false;
+  for (char c : key) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+std::string FormatVendorId(uint16_t id) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%04x", id);
+  return text;
+}
+
+Result<Manifest> ParseManifest(std::string_view text, const std::filesystem::path& manifest_path) {
+  const std::string where = "manifest " + manifest_path.string();
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Error{where + ": not valid JSON"};
+  if (!doc.is_object()) return Error{where + ": top level must be a JSON object"};
+
+  auto format = ReadUint32(doc, "format_version", where);
+  if (!format) return Error{format.error()};
+  if (*format != 1) {
+    return Error{where + ": format_version " + std::to_string(*format) +
+                 " is not supported (this host reads 1)"};
+  }
+
+  Manifest m;
+  m.manifest_path = manifest_path;
+  auto name = doc.find("name");
+  if (name == doc.end() || !name->is_string() || !IsValidManufacturerKey(name->get<std::string>())) {
+    return Error{where + ": \"name\" must be a manufacturer key of [a-z0-9-] (e.g. \"nvidia\")"};
+  }
+  m.name = name->get<std::string>();
+
+  auto library = doc.find("library");
+  if (library == doc.end() || !library->is_string() || library->get<std::string>().empty()) {
+    return Error{where + ": \"library\" must name the plugin's shared library"};
+  }
+  m.library = library->get<std::string>();
+  // The library must sit beside its manifest: no paths, so a manifest cannot point elsewhere.
+  if (m.library.find('/') != std::string::npos || m.library == "." || m.library == "..") {
+    return Error{where + ": \"library\" must be a file name in the manifest's directory, not \"" +
+                 m.library + "\""};
+  }
+  m.library_path = manifest_path.parent_path() / m.library;
+
+  auto abi = doc.find("abi");
+  if (abi == doc.end() || !abi->is_object()) {
+    return Error{where + ": \"abi\" must be an object {\"major\": N, \"minor\": N}"};
+  }
+  auto major = ReadUint32(*abi, "major", where + " abi");
+  if (!major) return Error{major.error()};
+  auto minor = ReadUint32(*abi, "minor", where + " abi");
+  if (!minor) return Error{minor.error()};
+  m.abi_major = *major;
+  m.abi_minor = *minor;
+
+  auto ids = doc.find("pci_vendor_ids");
+  if (ids != doc.end()) {
+    if (!ids->is_array()) return Error{where + ": \"pci_vendor_ids\" must be an array"};
+    for (const json& id : *ids) {
+      auto parsed = ParseVendorId(id, where);
+      if (!parsed) return Error{parsed.error()};
+      m.pci_vendor_ids.push_back(*parsed);
+    }
+  }
+  return m;
+}
+
+Result<Manifest> ReadManifest(const std::filesystem::path& manifest_path) {
+  std::ifstream file(manifest_path, std::ios::binary);
+  if (!file) return Error{"manifest " + manifest_path.string() + ": cannot be read"};
+  std::ostringstream text;
+  text << file.rdbuf();
+  return ParseManifest(text.str(), manifest_path);
+}
+
+}  // namespace gpustack::loader

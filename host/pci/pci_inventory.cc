@@ -1,0 +1,147 @@
+#include "host/pci/pci_inventory.h"
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+
+#include "host/common/logging.h"
+
+extern "C" {
+#include <pci/pci.h>
+}
+
+namespace gpustack::pci {
+namespace {
+
+// libpci reports fatal errors through a noreturn hook whose default calls exit(1). Ours records
+// the message and longjmps back to the scan, which then returns an error. Only C frames (libpci's)
+// lie between setjmp and longjmp, so no C++ destructor is skipped.
+struct ErrorTrap {
+  std::jmp_buf jump;
+  char message[512];
+};
+thread_local ErrorTrap* current_trap = nullptr;
+
+[[noreturn]] void OnError(char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(current_trap->message, sizeof current_trap->message, format, args);
+  va_end(args);
+  std::longjmp(current_trap->jump, 1);
+}
+
+void OnWarning(char* format, ...) {
+  char message[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  Logger("pci")->warn("libpci: {}", message);
+}
+
+void OnDebug(char*, ...) {}
+
+bool KeepClass(uint32_t class_code, const std::vector<std::string>& prefixes) {
+  if (prefixes.empty()) return true;
+  char base[3];
+  std::snprintf(base, sizeof base, "%02x", (class_code >> 16) & 0xff);
+  return std::any_of(prefixes.begin(), prefixes.end(),
+                     [&](const std::string& prefix) { return prefix == base; });
+}
+
+// Runs the libpci part of the scan in one function with no C++ objects alive across the
+// setjmp, as longjmp requires. Fills `raw` with plain structs.
+struct RawDevice {
+  unsigned domain, bus, dev, func;
+  uint16_t vendor, device, subsystem_vendor, subsystem_device;
+  uint32_t class_code;
+  int numa;
+};
+
+bool ScanRaw(const char* sysfs_pci, std::vector<RawDevice>* raw, ErrorTrap* trap) {
+  struct pci_access* access = pci_alloc();
+  access->method = PCI_ACCESS_SYS_BUS_PCI;  // never fall back to /proc or I/O ports
+  access->error = OnError;
+  access->warning = OnWarning;
+  access->debug = OnDebug;
+  current_trap = trap;
+  if (setjmp(trap->jump) != 0) {
+    current_trap = nullptr;
+    pci_cleanup(access);
+    return false;
+  }
+  pci_set_param(access, const_cast<char*>("sysfs.path"), const_cast<char*>(sysfs_pci));
+  pci_init(access);
+  pci_scan_bus(access);
+  for (struct pci_dev* d = access->devices; d != nullptr; d = d->next) {
+    pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS |
+                         PCI_FILL_NUMA_NODE);
+    RawDevice r{};
+    r.domain = static_cast<unsigned>(d->domain);
+    r.bus = d->bus;
+    r.dev = d->dev;
+    r.func = d->func;
+    r.vendor = d->vendor_id;
+    r.device = d->device_id;
+    r.class_code = (static_cast<uint32_t>(d->device_class) << 8) | d->prog_if;
+    r.subsystem_vendor = d->subsys_vendor_id;
+    r.subsystem_device = d->subsys_id;
+    r.numa = (d->known_fields & PCI_FILL_NUMA_NODE) != 0 ? d->numa_node : -1;
+    raw->push_back(r);  // may throw bad_alloc: acceptable, nothing to unwind past but libpci
+  }
+  current_trap = nullptr;
+  pci_cleanup(access);
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<PciDevice>> Scan(const ScanOptions& options) {
+  // struct pci_access is single-threaded and libpci keeps some global state: one scan at a time.
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+
+  const std::string sysfs_pci = options.sysfs_root + "/bus/pci";
+  std::vector<RawDevice> raw;
+  ErrorTrap trap{};
+  if (!ScanRaw(sysfs_pci.c_str(), &raw, &trap)) {
+    return Error{"PCI scan of " + sysfs_pci + " failed: " + trap.message};
+  }
+
+  std::vector<PciDevice> devices;
+  for (const RawDevice& r : raw) {
+    if (!KeepClass(r.class_code, options.class_prefixes)) continue;
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.%x", r.domain, r.bus, r.dev, r.func);
+    devices.push_back(PciDevice{bus_id, r.vendor, r.device, r.class_code, r.subsystem_vendor,
+                                r.subsystem_device, r.numa,
+                                sysfs_pci + "/devices/" + bus_id});
+  }
+  std::sort(devices.begin(), devices.end(),
+            [](const PciDevice& a, const PciDevice& b) { return a.bus_id < b.bus_id; });
+  return devices;
+}
+
+Result<std::vector<std::string>> ParseClassPrefixes(const std::string& text) {
+  std::vector<std::string> prefixes;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    std::transform(item.begin(), item.end(), item.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (item.size() != 2 || !std::isxdigit(static_cast<unsigned char>(item[0])) ||
+        !std::isxdigit(static_cast<unsigned char>(item[1]))) {
+      return Error{"PCI class prefix '" + item + "' in '" + text +
+                   "' is not two hex digits (e.g. 03,12)"};
+    }
+    prefixes.push_back(item);
+    start = end + 1;
+  }
+  return prefixes;
+}
+
+}  // namespace gpustack::pci

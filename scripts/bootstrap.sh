@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that building and testing the project need.
+# Idempotent: packages already present are skipped, and apt runs only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config time clang-format
+  # libraries (see README "Dependencies" for why each is here)
+  libboost1.81-dev          # Boost.DLL (header-only with BOOST_DLL_USE_STD_FS), later Asio/Beast
+  nlohmann-json3-dev        # manifests, config, JSON output
+  libcli11-dev              # command line: subcommands, flags with env fallbacks, help
+  libspdlog-dev libfmt-dev  # host logging (Debian's spdlog uses the external fmt 9)
+  libssl-dev                # TLS (Kubernetes client, webhook and metrics servers)
+  libpci-dev                # the host's PCI inventory
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "bootstrap: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

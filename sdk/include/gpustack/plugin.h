@@ -1,0 +1,655 @@
+/*
+ * GPUStack Operator plugin ABI.
+ *
+ * This header is the whole contract between the GPUStack host (the node daemon and the
+ * operator's device tools) and a manufacturer plugin (one shared library per manufacturer).
+ * Nothing else in the SDK is part of the ABI. It is C99, uses only <stddef.h> and <stdint.h>,
+ * and must stay compilable as C99 -pedantic and as C++.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Versioning
+ * ---------------------------------------------------------------------------------------------
+ * GPUSTACK_PLUGIN_ABI_MAJOR is bumped (and every plugin must be rebuilt) when anything already
+ * published changes: a field or function pointer is removed, retyped, renamed in a way that
+ * changes its meaning, or moved; an enum value changes meaning; a documented rule (ownership,
+ * lifetime, threading) gets stricter for the other side.
+ *
+ * GPUSTACK_PLUGIN_ABI_MINOR is bumped for additive changes: a field or function pointer appended
+ * at the END of a struct, a new enum value, a new capability bit, a new struct reachable through
+ * a `next` chain. Every addition is commented with the minor that introduced it, and every
+ * minor gets an entry in sdk/CHANGELOG.md. The minor resets to 0 on a major bump.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Negotiation
+ * ---------------------------------------------------------------------------------------------
+ * The plugin exports exactly one symbol, gpustack_plugin_negotiate(). The host fills in the
+ * ABI version it speaks; the plugin answers with the version it speaks and its function table,
+ * or refuses with GPUSTACK_STATUS_INCOMPATIBLE_VERSION when it does not implement the host's
+ * major. Both sides then use min(host minor, plugin minor) features of the common major.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Struct evolution (struct_size)
+ * ---------------------------------------------------------------------------------------------
+ * Every struct that crosses the boundary starts with `size_t struct_size` (set by whoever fills
+ * the struct, to sizeof the struct as that side was compiled) and `const void* next` (an
+ * extension chain, NULL in this version). Receivers follow one rule:
+ *  - struct_size smaller than the GPUSTACK_*_STRUCT_SIZE_V1_0 minimum: refuse with
+ *    GPUSTACK_STATUS_INVALID_ARGUMENT (or, for the host, refuse the plugin);
+ *  - struct_size larger than the receiver knows: read the known prefix, ignore the rest;
+ *  - fields the sender did not include (between the minimum and the receiver's size) read as 0.
+ * GPUSTACK_STRUCT_HAS_FIELD() tests whether a received struct carries a field. A side that
+ * fills a struct the OTHER side allocated (see gpustack_plugin_identity) writes only the fields
+ * that fit in the struct_size the allocator set.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Ownership and lifetime: whoever allocates frees.
+ * ---------------------------------------------------------------------------------------------
+ *  - Strings are gpustack_str: UTF-8, pointer plus length, NOT NUL-terminated by contract.
+ *  - Anything the host passes into a call is valid only for that call, unless its doc says
+ *    otherwise (the init arguments live until shutdown).
+ *  - Lists the plugin produces reach the host through host-provided sink callbacks. Everything a
+ *    sink receives is valid only during that sink call; the host copies what it keeps.
+ *  - What the plugin returns outside a sink (the function table, identity strings) is static:
+ *    valid while the library is loaded.
+ *  - gpustack_str, gpustack_placement and gpustack_measurement are frozen value types: they carry
+ *    no struct_size and never change within a major version.
+ *  - No memory is ever freed on the other side of the boundary. No C++ types or exceptions cross
+ *    it; a plugin written in C++ catches everything at the boundary (see plugin.hpp).
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------------------------------
+ * Every function that can fail returns gpustack_status (a numbered code, gRPC-style). On any
+ * non-OK return the plugin should set a message that the host reads with
+ * gpustack_plugin_api.last_error_message() from the same thread. An unknown code received by the
+ * host is treated as GPUSTACK_STATUS_UNKNOWN.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Threading
+ * ---------------------------------------------------------------------------------------------
+ * Unless a function says otherwise: the host serializes calls on one plugin instance (it never
+ * makes two calls on the same instance concurrently, except poll_health_events, which runs on its
+ * own thread, and last_error_message); a plugin may be called from different threads over time;
+ * sinks are called only on the thread that made the call, before the call returns; a plugin never
+ * calls back into the host after the call that received a callback has returned, except for the
+ * host services given at init, which stay callable from any thread until shutdown returns.
+ *
+ * Trust model: plugins run inside the host process and are trusted code. The host validates
+ * what plugins report (sizes, counts, enum values) so a buggy plugin is refused or reported,
+ * but it cannot defend against a plugin that corrupts memory.
+ */
+#ifndef GPUSTACK_PLUGIN_H_
+#define GPUSTACK_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ============================================================================================
+ * Version, symbol and helper macros
+ * ========================================================================================== */
+
+#define GPUSTACK_PLUGIN_ABI_MAJOR 1
+#define GPUSTACK_PLUGIN_ABI_MINOR 0
+
+/* The one symbol a plugin exports, as a string for dlsym. */
+#define GPUSTACK_PLUGIN_ENTRY_SYMBOL "gpustack_plugin_negotiate"
+
+#if defined(_WIN32)
+#define GPUSTACK_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define GPUSTACK_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Size of `type` up to and including `last_field`: pins a struct's size to one ABI version. */
+#ifdef __cplusplus
+#define GPUSTACK_FIELD_SIZEOF(type, field) sizeof(type::field)
+#else
+#define GPUSTACK_FIELD_SIZEOF(type, field) sizeof(((type*)0)->field)
+#endif
+#define GPUSTACK_STRUCT_SIZE(type, last_field) \
+  (offsetof(type, last_field) + GPUSTACK_FIELD_SIZEOF(type, last_field))
+
+/* Non-zero when the struct at `ptr` (of `type`) was filled far enough to carry `field`. */
+#define GPUSTACK_STRUCT_HAS_FIELD(ptr, type, field) \
+  ((ptr)->struct_size >= GPUSTACK_STRUCT_SIZE(type, field))
+
+/* ============================================================================================
+ * Basic types
+ * ========================================================================================== */
+
+/* A UTF-8 string: `data` need not be NUL-terminated; `size` is in bytes. {NULL, 0} is empty. */
+typedef struct gpustack_str {
+  const char* data;
+  size_t size;
+} gpustack_str;
+
+/* Status codes. Values 0..16 mean what the gRPC codes of the same number mean. */
+typedef int32_t gpustack_status;
+enum {
+  GPUSTACK_STATUS_OK = 0,
+  GPUSTACK_STATUS_CANCELLED = 1,
+  GPUSTACK_STATUS_UNKNOWN = 2,
+  GPUSTACK_STATUS_INVALID_ARGUMENT = 3,
+  GPUSTACK_STATUS_DEADLINE_EXCEEDED = 4,
+  GPUSTACK_STATUS_NOT_FOUND = 5,
+  GPUSTACK_STATUS_ALREADY_EXISTS = 6,
+  GPUSTACK_STATUS_PERMISSION_DENIED = 7,
+  GPUSTACK_STATUS_RESOURCE_EXHAUSTED = 8,
+  GPUSTACK_STATUS_FAILED_PRECONDITION = 9,
+  GPUSTACK_STATUS_ABORTED = 10,
+  GPUSTACK_STATUS_OUT_OF_RANGE = 11,
+  GPUSTACK_STATUS_UNIMPLEMENTED = 12, /* also what a NULL optional function pointer means */
+  GPUSTACK_STATUS_INTERNAL = 13,
+  GPUSTACK_STATUS_UNAVAILABLE = 14, /* e.g. the vendor management library is not installed */
+  GPUSTACK_STATUS_DATA_LOSS = 15,
+  GPUSTACK_STATUS_UNAUTHENTICATED = 16,
+  GPUSTACK_STATUS_INCOMPATIBLE_VERSION = 17, /* negotiation: no common ABI major */
+  GPUSTACK_STATUS_MAX_ENUM = 0x7FFFFFFF
+};
+
+/* Log levels for gpustack_host_services.log. */
+typedef int32_t gpustack_log_level;
+enum {
+  GPUSTACK_LOG_TRACE = 0,
+  GPUSTACK_LOG_DEBUG = 1,
+  GPUSTACK_LOG_INFO = 2,
+  GPUSTACK_LOG_WARN = 3,
+  GPUSTACK_LOG_ERROR = 4,
+  GPUSTACK_LOG_MAX_ENUM = 0x7FFFFFFF
+};
+
+/* Capability bits reported by identify. Unknown bits are ignored by the host. */
+typedef uint64_t gpustack_capabilities;
+#define GPUSTACK_CAP_SHARED (UINT64_C(1) << 0)          /* <base>.shared ownership slots */
+#define GPUSTACK_CAP_LOGICAL_SLICING (UINT64_C(1) << 1) /* <base>.sliced: VRAM + compute budget */
+#define GPUSTACK_CAP_PARTITIONING (UINT64_C(1) << 2)    /* <base>.partitioned: hardware instances */
+#define GPUSTACK_CAP_PROCESS_METRICS (UINT64_C(1) << 3) /* per-process samples */
+#define GPUSTACK_CAP_HEALTH_EVENTS (UINT64_C(1) << 4)   /* poll_health_events delivers events */
+
+/* Opaque plugin state created by init and destroyed by shutdown. Only the plugin sees inside. */
+typedef struct gpustack_plugin_instance gpustack_plugin_instance;
+
+/* ============================================================================================
+ * Host services, given to the plugin at init
+ * ========================================================================================== */
+
+/* One PCI function from the host's inventory. The host scans PCI once and hands every plugin the
+ * same list, so plugins agree on what is present and tests can inject a fixture inventory. */
+typedef struct gpustack_pci_device {
+  size_t struct_size;
+  const void* next;
+  gpustack_str bus_id;     /* "0000:3b:00.0" (domain:bus:device.function, lowercase hex) */
+  uint16_t vendor_id;      /* 0x10de */
+  uint16_t device_id;      /* 0x2335 */
+  uint32_t class_code;     /* 24-bit base class, subclass, prog-if: 0x030200 */
+  uint16_t subsystem_vendor_id;
+  uint16_t subsystem_device_id;
+  int32_t numa_node;       /* -1 when the platform does not say */
+  gpustack_str sysfs_path; /* "/sys/bus/pci/devices/0000:3b:00.0" (under the host's sysfs root) */
+} gpustack_pci_device;
+#define GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_pci_device, sysfs_path)
+
+/* Functions the host implements for the plugin. All are thread-safe and callable from any thread
+ * from init until shutdown returns. None of them calls back into the plugin. */
+typedef struct gpustack_host_services {
+  size_t struct_size;
+  const void* next;
+  /* Opaque; pass it back as the first argument of every function below. */
+  void* host_data;
+
+  /* Writes one log line to the host's log under the plugin's name. `message` is copied.
+   * `file` may be empty and `line` 0. Never fails. */
+  void (*log)(void* host_data, gpustack_log_level level, gpustack_str message, gpustack_str file,
+              uint32_t line);
+  /* Non-zero when `level` would be written: check it before formatting expensive messages. */
+  int32_t (*log_enabled)(void* host_data, gpustack_log_level level);
+  /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC); never goes back. */
+  uint64_t (*monotonic_time_ns)(void* host_data);
+  /* Looks up the plugin's configuration value for `key` (the node's per-plugin settings, e.g.
+   * "library_path"). Returns OK and sets *value, or NOT_FOUND. The value is host-owned and
+   * stays valid until shutdown returns. */
+  gpustack_status (*config_get)(void* host_data, gpustack_str key, gpustack_str* value);
+} gpustack_host_services;
+#define GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_host_services, config_get)
+
+/* ============================================================================================
+ * Negotiation and identity
+ * ========================================================================================== */
+
+typedef struct gpustack_plugin_api gpustack_plugin_api;
+
+typedef struct gpustack_negotiate_args {
+  size_t struct_size;
+  const void* next;
+  uint32_t host_abi_major;         /* in */
+  uint32_t host_abi_minor;         /* in */
+  uint32_t plugin_abi_major;       /* out: always set, also when refusing */
+  uint32_t plugin_abi_minor;       /* out: always set, also when refusing */
+  const gpustack_plugin_api* api;  /* out: static table, NULL when refusing */
+} gpustack_negotiate_args;
+#define GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_negotiate_args, api)
+
+/* What the plugin is. The HOST allocates this struct and sets struct_size; the plugin fills the
+ * fields that fit. Strings and arrays are static (valid while the library is loaded). */
+typedef struct gpustack_plugin_identity {
+  size_t struct_size;
+  const void* next;
+  gpustack_str manufacturer;        /* key: "nvidia" ([a-z0-9-], the manifest's name) */
+  gpustack_str display_name;        /* "NVIDIA" */
+  gpustack_str base_resource_name;  /* "nvidia.com/gpu" */
+  gpustack_str plugin_version;      /* the plugin's own version, e.g. "0.1.0" */
+  const uint16_t* pci_vendor_ids;   /* the PCI vendor IDs whose devices this plugin drives */
+  size_t pci_vendor_id_count;
+  gpustack_capabilities capabilities;
+  gpustack_str partition_kind;      /* "mig" when GPUSTACK_CAP_PARTITIONING is set, else empty */
+} gpustack_plugin_identity;
+#define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, partition_kind)
+
+typedef struct gpustack_init_args {
+  size_t struct_size;
+  const void* next;
+  /* Host services; the pointer and everything it reaches stay valid until shutdown returns. */
+  const gpustack_host_services* host;
+  /* The host's PCI inventory (every function of the scanned classes, not only this plugin's
+   * vendors); valid until shutdown returns. */
+  const gpustack_pci_device* const* pci_devices;
+  size_t pci_device_count;
+} gpustack_init_args;
+#define GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_init_args, pci_device_count)
+
+/* ============================================================================================
+ * Discovery
+ * ========================================================================================== */
+
+typedef int32_t gpustack_health;
+enum {
+  GPUSTACK_HEALTH_UNKNOWN = 0,
+  GPUSTACK_HEALTH_HEALTHY = 1,
+  GPUSTACK_HEALTH_UNHEALTHY = 2,
+  GPUSTACK_HEALTH_MAX_ENUM = 0x7FFFFFFF
+};
+
+typedef int32_t gpustack_partition_mode;
+enum {
+  GPUSTACK_PARTITION_MODE_UNSUPPORTED = 0, /* the device cannot be partitioned */
+  GPUSTACK_PARTITION_MODE_DISABLED = 1,    /* it can, but the administrator has not enabled it */
+  GPUSTACK_PARTITION_MODE_ENABLED = 2,     /* partition mode is on: only partitions are offered */
+  GPUSTACK_PARTITION_MODE_PENDING = 3,     /* a mode change waits for a reset; treated as DISABLED */
+  GPUSTACK_PARTITION_MODE_MAX_ENUM = 0x7FFFFFFF
+};
+
+/* A legal position of a partition, in memory-slice units of an empty card. */
+typedef struct gpustack_placement {
+  uint32_t start;
+  uint32_t length;
+} gpustack_placement;
+
+typedef struct gpustack_partition_profile {
+  size_t struct_size;
+  const void* next;
+  gpustack_str name;        /* resource-name segment: "3g.40gb" */
+  uint64_t memory_mib;
+  uint32_t compute_slices;
+  uint32_t memory_slices;
+  uint32_t max_count;       /* most instances of this profile on one empty card */
+  const gpustack_placement* placements; /* every legal placement on an empty card */
+  size_t placement_count;
+} gpustack_partition_profile;
+#define GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_partition_profile, placement_count)
+
+typedef struct gpustack_accelerator {
+  size_t struct_size;
+  const void* next;
+  gpustack_str id;                    /* globally unique (UUID), never the PCI bus id */
+  uint32_t index;                     /* the plugin's 0-based enumeration order on this node */
+  const uint32_t* physical_indexes;   /* vendor device numbers (minor, physical id, ...) */
+  size_t physical_index_count;
+  uint64_t memory_mib;                /* driver-reported VRAM of this card */
+  /* Topology. */
+  gpustack_str pci_bus_id;            /* "0000:3b:00.0"; matches gpustack_pci_device.bus_id */
+  gpustack_str pci_root_id;           /* the root port / complex, e.g. "0000:3a:00.0" */
+  uint32_t pci_class;                 /* 24-bit class code, 0 when unknown */
+  int32_t numa_affinity;              /* -1 when unknown */
+  gpustack_str cpu_affinity;          /* cpulist, e.g. "0-23,48-71"; empty when unknown */
+  /* Health. */
+  gpustack_health health;
+  gpustack_str health_reason;         /* why unhealthy; empty otherwise */
+  /* Logical slicing (software): 0 means the card offers no logical slices. */
+  uint32_t logical_slice_count;
+  int32_t cores_percentage_overcommit; /* non-zero: compute budgets may add up past 100 % */
+  /* Physical partitioning (hardware). */
+  gpustack_partition_mode partition_mode;
+  const gpustack_partition_profile* const* partition_profiles; /* offered when ENABLED */
+  size_t partition_profile_count;
+} gpustack_accelerator;
+#define GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_accelerator, partition_profile_count)
+
+/* A group is one product (model) on this node, with the accelerators of that model. */
+typedef struct gpustack_accelerator_group {
+  size_t struct_size;
+  const void* next;
+  gpustack_str product;               /* "NVIDIA A10G", as the driver names it */
+  gpustack_str family;                /* "Ampere"; empty when unknown */
+  uint64_t memory_mib;                /* per-card VRAM of the model */
+  uint64_t cores;                     /* compute cores per card (CUDA cores, AI cores, CUs) */
+  gpustack_str driver_version;        /* "580.159.03"; empty when unknown */
+  gpustack_str runtime_version;       /* "13.0" (CUDA, CANN, ROCm ...); empty when unknown */
+  gpustack_str compute_capability;    /* "8.6"; empty when unknown */
+  const gpustack_accelerator* const* accelerators;
+  size_t accelerator_count;
+} gpustack_accelerator_group;
+#define GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_accelerator_group, accelerator_count)
+
+/* Host-provided sink for discovery. A non-OK return asks the plugin to stop and return it. */
+typedef struct gpustack_discovery_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_group)(void* host_data, const gpustack_accelerator_group* group);
+} gpustack_discovery_sink;
+#define GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_discovery_sink, add_group)
+
+typedef struct gpustack_discover_args {
+  size_t struct_size;
+  const void* next;
+  const gpustack_discovery_sink* sink;
+} gpustack_discover_args;
+#define GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_discover_args, sink)
+
+/* ============================================================================================
+ * Slicing: a grant turned into container edits
+ * ========================================================================================== */
+
+typedef int32_t gpustack_grant_mode;
+enum {
+  GPUSTACK_GRANT_EXCLUSIVE = 1,   /* whole cards */
+  GPUSTACK_GRANT_SHARED = 2,      /* ownership slots of one card, no enforced budget */
+  GPUSTACK_GRANT_SLICED = 3,      /* one card with a VRAM and a compute budget */
+  GPUSTACK_GRANT_PARTITIONED = 4, /* one hardware partition instance */
+  GPUSTACK_GRANT_MAX_ENUM = 0x7FFFFFFF
+};
+
+typedef int32_t gpustack_edit_kind;
+enum {
+  GPUSTACK_EDIT_ENV = 1,         /* key = name, value = value */
+  GPUSTACK_EDIT_MOUNT = 2,       /* host_path -> container_path, read_only */
+  GPUSTACK_EDIT_DEVICE_NODE = 3, /* host_path -> container_path, permissions ("rw", "rwm") */
+  GPUSTACK_EDIT_ANNOTATION = 4,  /* key = annotation key, value = value */
+  GPUSTACK_EDIT_CDI_DEVICE = 5,  /* value = fully qualified CDI name "vendor.com/class=name" */
+  GPUSTACK_EDIT_MAX_ENUM = 0x7FFFFFFF
+};
+
+typedef struct gpustack_container_edit {
+  size_t struct_size;
+  const void* next;
+  gpustack_edit_kind kind;
+  gpustack_str key;
+  gpustack_str value;
+  gpustack_str host_path;
+  gpustack_str container_path;
+  gpustack_str permissions;
+  int32_t read_only;
+} gpustack_container_edit;
+#define GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_container_edit, read_only)
+
+typedef struct gpustack_container_edit_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_edit)(void* host_data, const gpustack_container_edit* edit);
+} gpustack_container_edit_sink;
+#define GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_container_edit_sink, add_edit)
+
+typedef struct gpustack_grant_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str pod_uid;
+  gpustack_str container_name;
+  gpustack_grant_mode mode;
+  const gpustack_str* accelerator_ids;     /* the cards granted (exactly 1 unless EXCLUSIVE) */
+  size_t accelerator_id_count;
+  uint64_t memory_limit_mib;               /* SLICED: the VRAM budget; 0 otherwise */
+  uint32_t cores_percentage;               /* SLICED: the compute budget, 1..100; 0 otherwise */
+  gpustack_str partition_id;               /* PARTITIONED: the instance, as create_partition
+                                              reported it; empty otherwise */
+  const gpustack_container_edit_sink* sink;
+} gpustack_grant_args;
+#define GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_grant_args, sink)
+
+/* ============================================================================================
+ * Partitioning
+ * ========================================================================================== */
+
+typedef struct gpustack_partition {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;  /* the parent card */
+  gpustack_str id;              /* the instance's own id (e.g. "MIG-<uuid>") */
+  gpustack_str profile;         /* "3g.40gb" */
+  gpustack_placement placement;
+  gpustack_str owner;           /* the ownership tag given at creation; empty = not ours */
+} gpustack_partition;
+#define GPUSTACK_PARTITION_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_partition, owner)
+
+typedef struct gpustack_partition_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_partition)(void* host_data, const gpustack_partition* partition);
+} gpustack_partition_sink;
+#define GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_partition_sink, add_partition)
+
+typedef struct gpustack_list_partitions_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;  /* empty: every card */
+  const gpustack_partition_sink* sink;
+} gpustack_list_partitions_args;
+#define GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_list_partitions_args, sink)
+
+/* Creates one instance of `profile` at `placement` on the card and reports it through the sink
+ * (exactly once on success). `owner` is recorded with the instance (durably, where the vendor
+ * allows a name; otherwise by the plugin) and reported by list_partitions. */
+typedef struct gpustack_create_partition_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_str profile;
+  gpustack_placement placement;
+  gpustack_str owner;
+  const gpustack_partition_sink* sink;
+} gpustack_create_partition_args;
+#define GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_create_partition_args, sink)
+
+/* Destroys an instance. It must carry `owner`: FAILED_PRECONDITION otherwise, so the host never
+ * destroys a partition an administrator made. NOT_FOUND when it no longer exists. */
+typedef struct gpustack_destroy_partition_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_str partition_id;
+  gpustack_str owner;
+} gpustack_destroy_partition_args;
+#define GPUSTACK_DESTROY_PARTITION_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_destroy_partition_args, owner)
+
+/* ============================================================================================
+ * Metrics
+ * ========================================================================================== */
+
+/* One figure. `measured` = 0 means the plugin could not measure it: the value is meaningless
+ * and must be reported as absent, never as zero. */
+typedef struct gpustack_measurement {
+  double value;
+  int32_t measured;
+  int32_t reserved; /* 0 */
+} gpustack_measurement;
+
+typedef struct gpustack_device_sample {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  uint64_t timestamp_ns;                         /* host monotonic clock */
+  gpustack_measurement memory_total_mib;
+  gpustack_measurement memory_used_mib;
+  gpustack_measurement memory_utilization_percent;
+  gpustack_measurement cores_utilization_percent;
+  gpustack_measurement temperature_celsius;
+  gpustack_measurement power_watts;
+  gpustack_health health;
+} gpustack_device_sample;
+#define GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_device_sample, health)
+
+typedef struct gpustack_process_sample {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_str partition_id;                     /* when the process runs in a partition */
+  uint32_t pid;                                  /* in the host's PID namespace */
+  gpustack_measurement memory_used_mib;
+  gpustack_measurement cores_utilization_percent;
+} gpustack_process_sample;
+#define GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_process_sample, cores_utilization_percent)
+
+typedef struct gpustack_metrics_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_device_sample)(void* host_data, const gpustack_device_sample* sample);
+  gpustack_status (*add_process_sample)(void* host_data, const gpustack_process_sample* sample);
+} gpustack_metrics_sink;
+#define GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_metrics_sink, add_process_sample)
+
+typedef struct gpustack_sample_metrics_args {
+  size_t struct_size;
+  const void* next;
+  const gpustack_str* accelerator_ids;  /* the cards to sample; count 0 = every card */
+  size_t accelerator_id_count;
+  int32_t include_processes;            /* non-zero: also per-process samples (if capable) */
+  const gpustack_metrics_sink* sink;
+} gpustack_sample_metrics_args;
+#define GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_sample_metrics_args, sink)
+
+/* ============================================================================================
+ * Health events
+ * ========================================================================================== */
+
+typedef struct gpustack_health_event {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_health health;
+  gpustack_str reason;  /* e.g. "XID 79: GPU has fallen off the bus" */
+} gpustack_health_event;
+#define GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_health_event, reason)
+
+typedef struct gpustack_health_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_event)(void* host_data, const gpustack_health_event* event);
+} gpustack_health_sink;
+#define GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_health_sink, add_event)
+
+typedef struct gpustack_poll_health_args {
+  size_t struct_size;
+  const void* next;
+  uint32_t timeout_ms;  /* wait at most this long for an event; 0 = do not wait */
+  const gpustack_health_sink* sink;
+} gpustack_poll_health_args;
+#define GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_poll_health_args, sink)
+
+/* ============================================================================================
+ * The function table
+ * ========================================================================================== */
+
+/* Returned by negotiation; static, owned by the plugin, valid while the library is loaded.
+ * Function pointers marked OPTIONAL may be NULL, which means UNIMPLEMENTED. */
+struct gpustack_plugin_api {
+  size_t struct_size;
+  const void* next;
+  uint32_t abi_major;  /* the version the plugin was compiled against */
+  uint32_t abi_minor;
+
+  /* The message of the last non-OK status this plugin returned on the calling thread; empty if
+   * none. Valid until the calling thread's next call into the plugin. Any thread; never fails. */
+  gpustack_str (*last_error_message)(void);
+
+  /* Fills `identity` (host-allocated; see gpustack_plugin_identity). Needs no init, touches no
+   * hardware, is cheap and may be called from any thread at any time. */
+  gpustack_status (*identify)(gpustack_plugin_identity* identity);
+
+  /* Creates the plugin's state. It may load the vendor library; it must not fail only because
+   * no device is present (discovery then reports nothing). On OK, *instance is set (it may be
+   * NULL if the plugin needs no state) and later passed to every call and to shutdown. The host
+   * may create more than one instance over the life of the process, one at a time. */
+  gpustack_status (*init)(const gpustack_init_args* args, gpustack_plugin_instance** instance);
+
+  /* Releases everything init created: stops any plugin thread, unblocks poll_health_events.
+   * After it returns the plugin never calls a host service again. NULL-safe; never fails. */
+  void (*shutdown)(gpustack_plugin_instance* instance);
+
+  /* Reports every accelerator this plugin drives, grouped by product, through args->sink.
+   * Reporting nothing is a valid, OK result (no device present). A failure (the vendor library
+   * failed mid-enumeration) must be a non-OK status, never a silently shortened list: the host
+   * then keeps its last good result. OPTIONAL. */
+  gpustack_status (*discover)(gpustack_plugin_instance* instance,
+                              const gpustack_discover_args* args);
+
+  /* Turns a grant into the container edits that make the manufacturer's own facility apply it
+   * (visibility, device nodes, VRAM and compute budgets). Pure: changes no device state.
+   * OPTIONAL. */
+  gpustack_status (*grant)(gpustack_plugin_instance* instance, const gpustack_grant_args* args);
+
+  /* Partition lifecycle; required when GPUSTACK_CAP_PARTITIONING is set, else OPTIONAL. */
+  gpustack_status (*list_partitions)(gpustack_plugin_instance* instance,
+                                     const gpustack_list_partitions_args* args);
+  gpustack_status (*create_partition)(gpustack_plugin_instance* instance,
+                                      const gpustack_create_partition_args* args);
+  gpustack_status (*destroy_partition)(gpustack_plugin_instance* instance,
+                                       const gpustack_destroy_partition_args* args);
+
+  /* One sample per requested card (and per process when asked and capable). OPTIONAL. */
+  gpustack_status (*sample_metrics)(gpustack_plugin_instance* instance,
+                                    const gpustack_sample_metrics_args* args);
+
+  /* Waits up to args->timeout_ms for health changes and delivers them through the sink. Called
+   * from one dedicated host thread, concurrently with other calls on the same instance; returns
+   * early (OK, with no event) when shutdown begins. OPTIONAL. */
+  gpustack_status (*poll_health_events)(gpustack_plugin_instance* instance,
+                                        const gpustack_poll_health_args* args);
+};
+#define GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_api, poll_health_events)
+
+/* The entry point. The host sets struct_size, host_abi_major and host_abi_minor.
+ * The plugin always writes plugin_abi_major/minor, then either sets api and returns OK (it speaks
+ * host_abi_major) or returns GPUSTACK_STATUS_INCOMPATIBLE_VERSION. It does nothing else: no
+ * allocation, no vendor library, no logging. Any thread; may be called more than once. */
+typedef gpustack_status (*gpustack_plugin_negotiate_fn)(gpustack_negotiate_args* args);
+GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUSTACK_PLUGIN_H_ */

@@ -1,0 +1,499 @@
+// Optional header-only C++ helper for writing a plugin. NOT part of the ABI: it compiles into the
+// plugin and turns a C++ class into the C function table of plugin.h.
+//
+//   class MyPlugin : public gpustack::sdk::Plugin {
+//    public:
+//     static const gpustack::sdk::Identity& GetIdentity();   // static storage
+//     explicit MyPlugin(const gpustack::sdk::Host& host);    // init; may throw; copy host
+//     void Discover(gpustack::sdk::DiscoverySink& sink) override;
+//   };
+//   GPUSTACK_PLUGIN_DEFINE(MyPlugin)
+//
+// Every exception stops at the boundary: gpustack::sdk::Error becomes its status and message, any
+// other exception becomes GPUSTACK_STATUS_INTERNAL with its what(). Hooks not overridden report
+// GPUSTACK_STATUS_UNIMPLEMENTED. Struct sizes are checked before any field is read.
+#ifndef GPUSTACK_PLUGIN_HPP_
+#define GPUSTACK_PLUGIN_HPP_
+
+#include <gpustack/plugin.h>
+#include <gpustack/plugin_types.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gpustack::sdk {
+
+// Throw to return a specific status and message from any hook.
+class Error : public std::exception {
+ public:
+  Error(gpustack_status code, std::string message) : code_(code), message_(std::move(message)) {}
+  gpustack_status code() const noexcept { return code_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  gpustack_status code_;
+  std::string message_;
+};
+
+// Everything the plugin says about itself. Must have static storage duration.
+struct Identity {
+  std::string_view manufacturer;
+  std::string_view display_name;
+  std::string_view base_resource_name;
+  std::string_view plugin_version;
+  std::vector<uint16_t> pci_vendor_ids;
+  gpustack_capabilities capabilities = 0;
+  std::string_view partition_kind;
+};
+
+namespace detail {
+
+inline std::string& LastError() {
+  thread_local std::string message;
+  return message;
+}
+
+// Copies min(src->struct_size, sizeof(T)) bytes of a received struct into a zeroed T, after
+// checking the sender's size covers at least `min_size` (the V1_0 constant).
+template <class T>
+T ReadStruct(const T* src, size_t min_size, const char* what) {
+  T local;
+  if (!CopyPrefix(src, min_size, &local)) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                src == nullptr ? std::string(what) + " is NULL"
+                               : std::string(what) + ".struct_size " +
+                                     std::to_string(src->struct_size) +
+                                     " is smaller than the ABI 1.0 minimum " +
+                                     std::to_string(min_size));
+  }
+  return local;
+}
+
+// Writes `value` into a field of a struct the OTHER side allocated, only if it fits.
+template <class S, class F>
+void SetIfFits(S* s, F S::*field, const F& value) {
+  const auto offset = static_cast<size_t>(reinterpret_cast<const char*>(&(s->*field)) -
+                                          reinterpret_cast<const char*>(s));
+  if (offset + sizeof(F) <= s->struct_size) s->*field = value;
+}
+
+template <class Fn>
+gpustack_status Guard(Fn&& fn) noexcept {
+  try {
+    LastError().clear();
+    std::forward<Fn>(fn)();
+    return GPUSTACK_STATUS_OK;
+  } catch (const Error& e) {
+    LastError() = e.what();
+    return e.code() == GPUSTACK_STATUS_OK ? GPUSTACK_STATUS_UNKNOWN : e.code();
+  } catch (const std::bad_alloc&) {
+    LastError() = "out of memory";
+    return GPUSTACK_STATUS_RESOURCE_EXHAUSTED;
+  } catch (const std::exception& e) {
+    try {
+      LastError() = std::string("unhandled exception in plugin: ") + e.what();
+    } catch (...) {
+    }
+    return GPUSTACK_STATUS_INTERNAL;
+  } catch (...) {
+    LastError() = "unhandled non-standard exception in plugin";
+    return GPUSTACK_STATUS_INTERNAL;
+  }
+}
+
+// Calls a host sink; a refusal becomes an Error carrying the host's status.
+inline void CheckSink(gpustack_status status, const char* sink) {
+  if (status != GPUSTACK_STATUS_OK) {
+    throw Error(status, std::string("host ") + sink + " sink returned " + StatusName(status));
+  }
+}
+
+// Reads a host sink, which must carry its callback.
+template <class SinkT, class Fn>
+SinkT ReadSink(const SinkT* sink, size_t min_size, Fn SinkT::*callback, const char* what) {
+  SinkT local = ReadStruct(sink, min_size, what);
+  if (local.*callback == nullptr) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, std::string(what) + " has no callback");
+  }
+  return local;
+}
+
+}  // namespace detail
+
+// The host services, as given to init. Valid until the plugin instance is destroyed.
+class Host {
+ public:
+  explicit Host(const gpustack_init_args& args)
+      : services_(detail::ReadStruct(args.host, GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0,
+                                     "init_args.host")) {
+    for (size_t i = 0; i < args.pci_device_count; ++i) {
+      const gpustack_pci_device* device = args.pci_devices[i];
+      if (device != nullptr && device->struct_size >= GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0) {
+        pci_devices_.push_back(device);
+      }
+    }
+  }
+
+  bool LogEnabled(gpustack_log_level level) const {
+    return services_.log_enabled == nullptr || services_.log_enabled(services_.host_data, level);
+  }
+  void Log(gpustack_log_level level, std::string_view message,
+           std::source_location where = std::source_location::current()) const {
+    if (services_.log != nullptr) {
+      services_.log(services_.host_data, level, Str(message), Str(where.file_name()),
+                    where.line());
+    }
+  }
+  uint64_t NowNs() const {
+    return services_.monotonic_time_ns == nullptr
+               ? 0
+               : services_.monotonic_time_ns(services_.host_data);
+  }
+  std::optional<std::string_view> Config(std::string_view key) const {
+    gpustack_str value{};
+    if (services_.config_get == nullptr ||
+        services_.config_get(services_.host_data, Str(key), &value) != GPUSTACK_STATUS_OK) {
+      return std::nullopt;
+    }
+    return View(value);
+  }
+  // The host's PCI inventory (structs too small to be valid are dropped).
+  std::span<const gpustack_pci_device* const> PciDevices() const { return pci_devices_; }
+
+ private:
+  gpustack_host_services services_;
+  std::vector<const gpustack_pci_device*> pci_devices_;
+};
+
+// Sinks: each Add converts the C++ value to the ABI struct and hands it to the host.
+class DiscoverySink {
+ public:
+  explicit DiscoverySink(const gpustack_discovery_sink& sink) : sink_(sink) {}
+  void Add(const AcceleratorGroup& group) {
+    std::vector<std::vector<gpustack_partition_profile>> profiles(group.accelerators.size());
+    std::vector<std::vector<const gpustack_partition_profile*>> profile_ptrs(
+        group.accelerators.size());
+    std::vector<gpustack_accelerator> accelerators(group.accelerators.size());
+    std::vector<const gpustack_accelerator*> accelerator_ptrs;
+    for (size_t i = 0; i < group.accelerators.size(); ++i) {
+      const Accelerator& a = group.accelerators[i];
+      for (const PartitionProfile& p : a.partition_profiles) {
+        profiles[i].push_back(gpustack_partition_profile{
+            sizeof(gpustack_partition_profile), nullptr, Str(p.name), p.memory_mib,
+            p.compute_slices, p.memory_slices, p.max_count, p.placements.data(),
+            p.placements.size()});
+      }
+      for (const gpustack_partition_profile& p : profiles[i]) profile_ptrs[i].push_back(&p);
+      accelerators[i] = gpustack_accelerator{
+          sizeof(gpustack_accelerator), nullptr, Str(a.id), a.index, a.physical_indexes.data(),
+          a.physical_indexes.size(), a.memory_mib, Str(a.pci_bus_id), Str(a.pci_root_id),
+          a.pci_class, a.numa_affinity, Str(a.cpu_affinity), a.health, Str(a.health_reason),
+          a.logical_slice_count, a.cores_percentage_overcommit ? 1 : 0, a.partition_mode,
+          profile_ptrs[i].data(), profile_ptrs[i].size()};
+      accelerator_ptrs.push_back(&accelerators[i]);
+    }
+    const gpustack_accelerator_group c{sizeof(gpustack_accelerator_group),
+                                       nullptr,
+                                       Str(group.product),
+                                       Str(group.family),
+                                       group.memory_mib,
+                                       group.cores,
+                                       Str(group.driver_version),
+                                       Str(group.runtime_version),
+                                       Str(group.compute_capability),
+                                       accelerator_ptrs.data(),
+                                       accelerator_ptrs.size()};
+    detail::CheckSink(sink_.add_group(sink_.host_data, &c), "discovery");
+  }
+
+ private:
+  gpustack_discovery_sink sink_;
+};
+
+class ContainerEditSink {
+ public:
+  explicit ContainerEditSink(const gpustack_container_edit_sink& sink) : sink_(sink) {}
+  void Add(const ContainerEdit& e) {
+    const gpustack_container_edit c{sizeof(gpustack_container_edit),
+                                    nullptr,
+                                    e.kind,
+                                    Str(e.key),
+                                    Str(e.value),
+                                    Str(e.host_path),
+                                    Str(e.container_path),
+                                    Str(e.permissions),
+                                    e.read_only ? 1 : 0};
+    detail::CheckSink(sink_.add_edit(sink_.host_data, &c), "container edit");
+  }
+  void Env(std::string_view name, std::string_view value) {
+    Add({GPUSTACK_EDIT_ENV, std::string(name), std::string(value), {}, {}, {}, false});
+  }
+
+ private:
+  gpustack_container_edit_sink sink_;
+};
+
+class PartitionSink {
+ public:
+  explicit PartitionSink(const gpustack_partition_sink& sink) : sink_(sink) {}
+  void Add(const Partition& p) {
+    const gpustack_partition c{sizeof(gpustack_partition), nullptr,     Str(p.accelerator_id),
+                               Str(p.id),                  Str(p.profile), p.placement,
+                               Str(p.owner)};
+    detail::CheckSink(sink_.add_partition(sink_.host_data, &c), "partition");
+  }
+
+ private:
+  gpustack_partition_sink sink_;
+};
+
+class MetricsSink {
+ public:
+  explicit MetricsSink(const gpustack_metrics_sink& sink) : sink_(sink) {}
+  void Add(const DeviceSample& s) {
+    const gpustack_device_sample c{sizeof(gpustack_device_sample),
+                                   nullptr,
+                                   Str(s.accelerator_id),
+                                   s.timestamp_ns,
+                                   ToC(s.memory_total_mib),
+                                   ToC(s.memory_used_mib),
+                                   ToC(s.memory_utilization_percent),
+                                   ToC(s.cores_utilization_percent),
+                                   ToC(s.temperature_celsius),
+                                   ToC(s.power_watts),
+                                   s.health};
+    detail::CheckSink(sink_.add_device_sample(sink_.host_data, &c), "device sample");
+  }
+  void Add(const ProcessSample& s) {
+    if (sink_.add_process_sample == nullptr) {
+      throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "metrics sink takes no process samples");
+    }
+    const gpustack_process_sample c{sizeof(gpustack_process_sample), nullptr,
+                                    Str(s.accelerator_id),           Str(s.partition_id),
+                                    s.pid,                           ToC(s.memory_used_mib),
+                                    ToC(s.cores_utilization_percent)};
+    detail::CheckSink(sink_.add_process_sample(sink_.host_data, &c), "process sample");
+  }
+
+ private:
+  gpustack_metrics_sink sink_;
+};
+
+class HealthSink {
+ public:
+  explicit HealthSink(const gpustack_health_sink& sink) : sink_(sink) {}
+  void Add(const HealthEvent& e) {
+    const gpustack_health_event c{sizeof(gpustack_health_event), nullptr, Str(e.accelerator_id),
+                                  e.health, Str(e.reason)};
+    detail::CheckSink(sink_.add_event(sink_.host_data, &c), "health");
+  }
+
+ private:
+  gpustack_health_sink sink_;
+};
+
+// Base class of a C++ plugin. Override what the plugin supports.
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual void Discover(DiscoverySink& /*sink*/) { Unimplemented("discover"); }
+  virtual void Grant(const sdk::Grant& /*grant*/, ContainerEditSink& /*sink*/) {
+    Unimplemented("grant");
+  }
+  virtual void ListPartitions(std::string_view /*accelerator_id*/, PartitionSink& /*sink*/) {
+    Unimplemented("list_partitions");
+  }
+  virtual void CreatePartition(const CreatePartitionRequest& /*request*/, PartitionSink& /*sink*/) {
+    Unimplemented("create_partition");
+  }
+  virtual void DestroyPartition(const DestroyPartitionRequest& /*request*/) {
+    Unimplemented("destroy_partition");
+  }
+  virtual void SampleMetrics(const MetricsRequest& /*request*/, MetricsSink& /*sink*/) {
+    Unimplemented("sample_metrics");
+  }
+  virtual void PollHealthEvents(uint32_t /*timeout_ms*/, HealthSink& /*sink*/) {
+    Unimplemented("poll_health_events");
+  }
+
+ protected:
+  [[noreturn]] static void Unimplemented(const char* hook) {
+    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, std::string(hook) + " is not implemented by this plugin");
+  }
+};
+
+// Builds the C function table for Impl. Used through GPUSTACK_PLUGIN_DEFINE.
+template <class Impl>
+class Adapter {
+ public:
+  static gpustack_status Negotiate(gpustack_negotiate_args* args) noexcept {
+    if (args == nullptr || args->struct_size < GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0) {
+      return GPUSTACK_STATUS_INVALID_ARGUMENT;
+    }
+    args->plugin_abi_major = GPUSTACK_PLUGIN_ABI_MAJOR;
+    args->plugin_abi_minor = GPUSTACK_PLUGIN_ABI_MINOR;
+    if (args->host_abi_major != GPUSTACK_PLUGIN_ABI_MAJOR) {
+      args->api = nullptr;
+      return GPUSTACK_STATUS_INCOMPATIBLE_VERSION;
+    }
+    args->api = &kApi;
+    return GPUSTACK_STATUS_OK;
+  }
+
+ private:
+  static Plugin* Self(gpustack_plugin_instance* instance) {
+    if (instance == nullptr) throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "instance is NULL");
+    return reinterpret_cast<Plugin*>(instance);
+  }
+
+  static gpustack_str LastErrorMessage() noexcept { return Str(detail::LastError()); }
+
+  static gpustack_status Identify(gpustack_plugin_identity* out) noexcept {
+    return detail::Guard([&] {
+      if (out == nullptr || out->struct_size < GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0) {
+        throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "identity struct missing or too small");
+      }
+      const Identity& id = Impl::GetIdentity();
+      using I = gpustack_plugin_identity;
+      detail::SetIfFits(out, &I::manufacturer, Str(id.manufacturer));
+      detail::SetIfFits(out, &I::display_name, Str(id.display_name));
+      detail::SetIfFits(out, &I::base_resource_name, Str(id.base_resource_name));
+      detail::SetIfFits(out, &I::plugin_version, Str(id.plugin_version));
+      detail::SetIfFits(out, &I::pci_vendor_ids, id.pci_vendor_ids.data());
+      detail::SetIfFits(out, &I::pci_vendor_id_count, id.pci_vendor_ids.size());
+      detail::SetIfFits(out, &I::capabilities, id.capabilities);
+      detail::SetIfFits(out, &I::partition_kind, Str(id.partition_kind));
+    });
+  }
+
+  static gpustack_status Init(const gpustack_init_args* args,
+                              gpustack_plugin_instance** instance) noexcept {
+    return detail::Guard([&] {
+      if (instance == nullptr) throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "instance out is NULL");
+      *instance = nullptr;
+      const gpustack_init_args local =
+          detail::ReadStruct(args, GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0, "init_args");
+      Plugin* plugin = new Impl(Host(local));
+      *instance = reinterpret_cast<gpustack_plugin_instance*>(plugin);
+    });
+  }
+
+  static void Shutdown(gpustack_plugin_instance* instance) noexcept {
+    (void)detail::Guard([&] { delete reinterpret_cast<Plugin*>(instance); });
+  }
+
+  static gpustack_status Discover(gpustack_plugin_instance* instance,
+                                  const gpustack_discover_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0, "discover_args");
+      DiscoverySink sink(
+          detail::ReadSink(a.sink, GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0, &gpustack_discovery_sink::add_group, "discovery sink"));
+      Self(instance)->Discover(sink);
+    });
+  }
+
+  static gpustack_status GrantHook(gpustack_plugin_instance* instance,
+                                   const gpustack_grant_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0, "grant_args");
+      ContainerEditSink sink(detail::ReadSink(a.sink, GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0,
+                                              &gpustack_container_edit_sink::add_edit, "container edit sink"));
+      sdk::Grant grant{std::string(View(a.pod_uid)), std::string(View(a.container_name)), a.mode,
+                       {}, a.memory_limit_mib, a.cores_percentage, std::string(View(a.partition_id))};
+      for (size_t i = 0; i < a.accelerator_id_count; ++i) {
+        grant.accelerator_ids.emplace_back(View(a.accelerator_ids[i]));
+      }
+      Self(instance)->Grant(grant, sink);
+    });
+  }
+
+  static gpustack_status ListPartitions(gpustack_plugin_instance* instance,
+                                        const gpustack_list_partitions_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0,
+                                        "list_partitions_args");
+      PartitionSink sink(
+          detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0, &gpustack_partition_sink::add_partition, "partition sink"));
+      Self(instance)->ListPartitions(View(a.accelerator_id), sink);
+    });
+  }
+
+  static gpustack_status CreatePartition(gpustack_plugin_instance* instance,
+                                         const gpustack_create_partition_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0,
+                                        "create_partition_args");
+      PartitionSink sink(
+          detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0, &gpustack_partition_sink::add_partition, "partition sink"));
+      Self(instance)->CreatePartition({std::string(View(a.accelerator_id)),
+                                       std::string(View(a.profile)), a.placement,
+                                       std::string(View(a.owner))},
+                                      sink);
+    });
+  }
+
+  static gpustack_status DestroyPartition(gpustack_plugin_instance* instance,
+                                          const gpustack_destroy_partition_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_DESTROY_PARTITION_ARGS_STRUCT_SIZE_V1_0,
+                                        "destroy_partition_args");
+      Self(instance)->DestroyPartition({std::string(View(a.accelerator_id)),
+                                        std::string(View(a.partition_id)),
+                                        std::string(View(a.owner))});
+    });
+  }
+
+  static gpustack_status SampleMetrics(gpustack_plugin_instance* instance,
+                                       const gpustack_sample_metrics_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0,
+                                        "sample_metrics_args");
+      MetricsSink sink(
+          detail::ReadSink(a.sink, GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0, &gpustack_metrics_sink::add_device_sample, "metrics sink"));
+      MetricsRequest request;
+      request.include_processes = a.include_processes != 0;
+      for (size_t i = 0; i < a.accelerator_id_count; ++i) {
+        request.accelerator_ids.emplace_back(View(a.accelerator_ids[i]));
+      }
+      Self(instance)->SampleMetrics(request, sink);
+    });
+  }
+
+  static gpustack_status PollHealthEvents(gpustack_plugin_instance* instance,
+                                          const gpustack_poll_health_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0,
+                                        "poll_health_args");
+      HealthSink sink(
+          detail::ReadSink(a.sink, GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0, &gpustack_health_sink::add_event, "health sink"));
+      Self(instance)->PollHealthEvents(a.timeout_ms, sink);
+    });
+  }
+
+  static constexpr gpustack_plugin_api kApi{
+      sizeof(gpustack_plugin_api), nullptr,         GPUSTACK_PLUGIN_ABI_MAJOR,
+      GPUSTACK_PLUGIN_ABI_MINOR,   &LastErrorMessage, &Identify,
+      &Init,                       &Shutdown,       &Discover,
+      &GrantHook,                  &ListPartitions, &CreatePartition,
+      &DestroyPartition,           &SampleMetrics,  &PollHealthEvents};
+};
+
+}  // namespace gpustack::sdk
+
+// Exports the plugin's one entry symbol for the C++ class Impl.
+#define GPUSTACK_PLUGIN_DEFINE(Impl)                                                         \
+  extern "C" GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(              \
+      gpustack_negotiate_args* args) {                                                       \
+    return ::gpustack::sdk::Adapter<Impl>::Negotiate(args);                                  \
+  }
+
+#endif  // GPUSTACK_PLUGIN_HPP_
