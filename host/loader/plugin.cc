@@ -247,6 +247,22 @@ Error Plugin::CallError(const char* hook, gpustack_status status) const {
                known};
 }
 
+Status Plugin::Outcome(const char* hook, gpustack_status status,
+                       const std::string& output_problem) const {
+  // Invalid output is reported even when the plugin ignored the sink's refusal and said OK.
+  if (!output_problem.empty()) {
+    return Error{manifest_.name + ": " + hook + " reported invalid output: " + output_problem,
+                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  }
+  if (status != GPUSTACK_STATUS_OK) return CallError(hook, status);
+  return Ok{};
+}
+
+Error Plugin::Missing(const char* hook) const {
+  return Error{manifest_.name + ": " + hook + " failed: UNIMPLEMENTED: the plugin does not provide it",
+               GPUSTACK_STATUS_UNIMPLEMENTED};
+}
+
 Status Plugin::RequireInstance(const char* hook) const {
   if (!initialized_) return Error{manifest_.name + ": " + hook + " called before init"};
   return Ok{};
@@ -297,24 +313,22 @@ void Plugin::Shutdown() {
 
 Result<std::vector<sdk::AcceleratorGroup>> Plugin::Discover() {
   if (auto ready = RequireInstance("discover"); !ready) return Error{ready.error()};
-  if (api_.discover == nullptr) return CallError("discover", GPUSTACK_STATUS_UNIMPLEMENTED);
+  if (api_.discover == nullptr) return Missing("discover");
   Collector<sdk::AcceleratorGroup> collector;
   const gpustack_discovery_sink sink{
       sizeof(sink), nullptr, &collector,
       &Collector<sdk::AcceleratorGroup>::Add<gpustack_accelerator_group, &Reader::Group>};
   const gpustack_discover_args args{sizeof(args), nullptr, &sink};
   const gpustack_status status = api_.discover(instance_, &args);
-  if (!collector.reader.problem.empty()) {
-    return Error{manifest_.name + ": discover reported an invalid group: " + collector.reader.problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("discover", status, collector.reader.problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("discover", status);
   return std::move(collector.items);
 }
 
 Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
   if (auto ready = RequireInstance("grant"); !ready) return Error{ready.error()};
-  if (api_.grant == nullptr) return CallError("grant", GPUSTACK_STATUS_UNIMPLEMENTED);
+  if (api_.grant == nullptr) return Missing("grant");
   Collector<sdk::ContainerEdit> collector;
   const gpustack_container_edit_sink sink{
       sizeof(sink), nullptr, &collector,
@@ -332,18 +346,16 @@ Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
                                  sdk::Str(grant.partition_id),
                                  &sink};
   const gpustack_status status = api_.grant(instance_, &args);
-  if (!collector.reader.problem.empty()) {
-    return Error{manifest_.name + ": grant reported an invalid edit: " + collector.reader.problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("grant", status, collector.reader.problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("grant", status);
   return std::move(collector.items);
 }
 
 Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view accelerator_id) {
   if (auto ready = RequireInstance("list_partitions"); !ready) return Error{ready.error()};
   if (api_.list_partitions == nullptr) {
-    return CallError("list_partitions", GPUSTACK_STATUS_UNIMPLEMENTED);
+    return Missing("list_partitions");
   }
   Collector<sdk::Partition> collector;
   const gpustack_partition_sink sink{
@@ -351,19 +363,16 @@ Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view acce
       &Collector<sdk::Partition>::Add<gpustack_partition, &Reader::PartitionOf>};
   const gpustack_list_partitions_args args{sizeof(args), nullptr, sdk::Str(accelerator_id), &sink};
   const gpustack_status status = api_.list_partitions(instance_, &args);
-  if (!collector.reader.problem.empty()) {
-    return Error{manifest_.name + ": list_partitions reported an invalid partition: " +
-                     collector.reader.problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("list_partitions", status, collector.reader.problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("list_partitions", status);
   return std::move(collector.items);
 }
 
 Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest& request) {
   if (auto ready = RequireInstance("create_partition"); !ready) return Error{ready.error()};
   if (api_.create_partition == nullptr) {
-    return CallError("create_partition", GPUSTACK_STATUS_UNIMPLEMENTED);
+    return Missing("create_partition");
   }
   Collector<sdk::Partition> collector;
   const gpustack_partition_sink sink{
@@ -377,12 +386,9 @@ Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest
                                             sdk::Str(request.owner),
                                             &sink};
   const gpustack_status status = api_.create_partition(instance_, &args);
-  if (!collector.reader.problem.empty()) {
-    return Error{manifest_.name + ": create_partition reported an invalid partition: " +
-                     collector.reader.problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("create_partition", status, collector.reader.problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("create_partition", status);
   if (collector.items.size() != 1) {
     return Error{manifest_.name + ": create_partition succeeded but reported " +
                      std::to_string(collector.items.size()) + " partitions instead of 1",
@@ -394,7 +400,7 @@ Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest
 Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
   if (auto ready = RequireInstance("destroy_partition"); !ready) return ready;
   if (api_.destroy_partition == nullptr) {
-    return CallError("destroy_partition", GPUSTACK_STATUS_UNIMPLEMENTED);
+    return Missing("destroy_partition");
   }
   const gpustack_destroy_partition_args args{sizeof(args), nullptr,
                                              sdk::Str(request.accelerator_id),
@@ -408,7 +414,7 @@ Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
 Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request) {
   if (auto ready = RequireInstance("sample_metrics"); !ready) return Error{ready.error()};
   if (api_.sample_metrics == nullptr) {
-    return CallError("sample_metrics", GPUSTACK_STATUS_UNIMPLEMENTED);
+    return Missing("sample_metrics");
   }
   Collector<sdk::DeviceSample> devices;
   Collector<sdk::ProcessSample> processes;
@@ -432,20 +438,18 @@ Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request
   const gpustack_sample_metrics_args args{sizeof(args), nullptr, ids.data(), ids.size(),
                                           request.include_processes ? 1 : 0, &sink};
   const gpustack_status status = api_.sample_metrics(instance_, &args);
-  const std::string problem =
+  const std::string& problem =
       !devices.reader.problem.empty() ? devices.reader.problem : processes.reader.problem;
-  if (!problem.empty()) {
-    return Error{manifest_.name + ": sample_metrics reported an invalid sample: " + problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("sample_metrics", status, problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("sample_metrics", status);
   return MetricsSnapshot{std::move(devices.items), std::move(processes.items)};
 }
 
 Result<std::vector<sdk::HealthEvent>> Plugin::PollHealthEvents(uint32_t timeout_ms) {
   if (auto ready = RequireInstance("poll_health_events"); !ready) return Error{ready.error()};
   if (api_.poll_health_events == nullptr) {
-    return CallError("poll_health_events", GPUSTACK_STATUS_UNIMPLEMENTED);
+    return Missing("poll_health_events");
   }
   Collector<sdk::HealthEvent> collector;
   const gpustack_health_sink sink{
@@ -453,12 +457,9 @@ Result<std::vector<sdk::HealthEvent>> Plugin::PollHealthEvents(uint32_t timeout_
       &Collector<sdk::HealthEvent>::Add<gpustack_health_event, &Reader::Health>};
   const gpustack_poll_health_args args{sizeof(args), nullptr, timeout_ms, &sink};
   const gpustack_status status = api_.poll_health_events(instance_, &args);
-  if (!collector.reader.problem.empty()) {
-    return Error{manifest_.name + ": poll_health_events reported an invalid event: " +
-                     collector.reader.problem,
-                 GPUSTACK_STATUS_INVALID_ARGUMENT};
+  if (auto outcome = Outcome("poll_health_events", status, collector.reader.problem); !outcome) {
+    return Error{outcome.failure()};
   }
-  if (status != GPUSTACK_STATUS_OK) return CallError("poll_health_events", status);
   return std::move(collector.items);
 }
 

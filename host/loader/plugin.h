@@ -72,6 +72,9 @@ class Plugin {
  private:
   // The error for a non-OK status from `hook`, with the plugin's last_error_message.
   Error CallError(const char* hook, gpustack_status status) const;
+  // The result of a call that reported through a sink: invalid output first, then the status.
+  Status Outcome(const char* hook, gpustack_status status, const std::string& output_problem) const;
+  Error Missing(const char* hook) const;  // for an optional hook the table leaves NULL
   Status RequireInstance(const char* hook) const;
 
   // Declared first so it is destroyed last: no plugin code may outlive its library.

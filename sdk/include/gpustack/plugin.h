@@ -104,7 +104,8 @@ extern "C" {
 #define GPUSTACK_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Size of `type` up to and including `last_field`: pins a struct's size to one ABI version. */
+/* Size of `type` up to and including `last_field`: pins a struct's size to one ABI version. It
+ * excludes tail padding, so a sender's sizeof() is always at least the pinned size. */
 #ifdef __cplusplus
 #define GPUSTACK_FIELD_SIZEOF(type, field) sizeof(type::field)
 #else

@@ -1,0 +1,51 @@
+#include "host/loader/file_trust.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpustack::loader {
+namespace {
+
+struct stat Stat(uid_t uid, mode_t mode) {
+  struct stat info {};
+  info.st_uid = uid;
+  info.st_mode = S_IFREG | mode;
+  return info;
+}
+
+TEST(FileTrust, RootOwnedAndNotWritableByOthersIsTrusted) {
+  EXPECT_FALSE(TrustProblem(Stat(0, 0755), 1000));
+  EXPECT_FALSE(TrustProblem(Stat(0, 0644), 0));
+  EXPECT_FALSE(TrustProblem(Stat(1000, 0755), 1000)) << "the host's own user may own plugins";
+}
+
+TEST(FileTrust, WritableByGroupOrOthersIsRefused) {
+  EXPECT_EQ(TrustProblem(Stat(0, 0775), 0).value(), "writable by its group (mode 0775)");
+  EXPECT_EQ(TrustProblem(Stat(0, 0757), 0).value(), "writable by others (mode 0757)");
+}
+
+TEST(FileTrust, OwnedByAnotherUserIsRefused) {
+  EXPECT_EQ(TrustProblem(Stat(1234, 0755), 0).value(),
+            "owned by uid 1234, not root or the host's user");
+}
+
+TEST(FileTrust, ChecksTheRealFile) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("gpustack-trust-" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  std::filesystem::permissions(file, std::filesystem::perms(0644));
+  EXPECT_TRUE(CheckTrusted(file, ::geteuid()));
+  std::filesystem::permissions(file, std::filesystem::perms(0666));
+  auto refused = CheckTrusted(file, ::geteuid());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("writable by others"), std::string::npos) << refused.error();
+  std::filesystem::remove(file);
+  auto missing = CheckTrusted(file, ::geteuid());
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("No such file"), std::string::npos) << missing.error();
+}
+
+}  // namespace
+}  // namespace gpustack::loader

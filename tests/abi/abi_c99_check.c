@@ -1,0 +1,46 @@
+/* The ABI header must be plain C99: this file is compiled with -std=c99 -pedantic-errors. It also
+ * checks, in C, that each pinned 1.0 size constant equals the struct as C lays it out. */
+#include <gpustack/plugin.h>
+
+#include <stdio.h>
+
+#define CHECK(cond)                                          \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                            \
+    }                                                        \
+  } while (0)
+
+/* A pinned 1.0 size covers the whole struct except its tail padding. */
+#define PINNED(constant, type) ((constant) <= sizeof(type) && sizeof(type) - (constant) < 8)
+
+int main(void) {
+  int failures = 0;
+  CHECK(PINNED(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0, gpustack_plugin_api));
+  CHECK(PINNED(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0, gpustack_plugin_identity));
+  CHECK(PINNED(GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0, gpustack_negotiate_args));
+  CHECK(PINNED(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0, gpustack_init_args));
+  CHECK(PINNED(GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0, gpustack_host_services));
+  CHECK(PINNED(GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0, gpustack_pci_device));
+  CHECK(PINNED(GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0, gpustack_accelerator));
+  CHECK(PINNED(GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0, gpustack_accelerator_group));
+  CHECK(PINNED(GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0, gpustack_partition_profile));
+  CHECK(PINNED(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0, gpustack_device_sample));
+  CHECK(PINNED(GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0, gpustack_process_sample));
+  CHECK(PINNED(GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0, gpustack_container_edit));
+  CHECK(PINNED(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0, gpustack_grant_args));
+  CHECK(PINNED(GPUSTACK_PARTITION_STRUCT_SIZE_V1_0, gpustack_partition));
+  CHECK(PINNED(GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0, gpustack_health_event));
+  CHECK(sizeof(gpustack_status) == 4 && sizeof(gpustack_health) == 4);
+  CHECK(GPUSTACK_STATUS_INCOMPATIBLE_VERSION == 17);
+  {
+    gpustack_accelerator a;
+    a.struct_size = GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0;
+    CHECK(GPUSTACK_STRUCT_HAS_FIELD(&a, gpustack_accelerator, partition_profile_count));
+    a.struct_size = GPUSTACK_STRUCT_SIZE(gpustack_accelerator, index);
+    CHECK(!GPUSTACK_STRUCT_HAS_FIELD(&a, gpustack_accelerator, memory_mib));
+  }
+  if (failures == 0) printf("plugin.h is valid C99 and its 1.0 size constants hold\n");
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,90 @@
+// Compile-time checks of the ABI as C++ sees it: the layout must be the one C produces (the
+// layout snapshot pins it), every boundary struct is standard-layout with struct_size first,
+// enums are 32-bit with pinned values. A failing static_assert fails the build.
+#include <gpustack/plugin.h>
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <type_traits>
+
+namespace {
+
+template <class T>
+constexpr bool IsBoundaryStruct() {
+  return std::is_standard_layout_v<T> && std::is_trivially_copyable_v<T> &&
+         offsetof(T, struct_size) == 0 && offsetof(T, next) == sizeof(size_t);
+}
+
+static_assert(IsBoundaryStruct<gpustack_plugin_api>());
+static_assert(IsBoundaryStruct<gpustack_negotiate_args>());
+static_assert(IsBoundaryStruct<gpustack_plugin_identity>());
+static_assert(IsBoundaryStruct<gpustack_init_args>());
+static_assert(IsBoundaryStruct<gpustack_host_services>());
+static_assert(IsBoundaryStruct<gpustack_pci_device>());
+static_assert(IsBoundaryStruct<gpustack_accelerator_group>());
+static_assert(IsBoundaryStruct<gpustack_accelerator>());
+static_assert(IsBoundaryStruct<gpustack_partition_profile>());
+static_assert(IsBoundaryStruct<gpustack_discovery_sink>());
+static_assert(IsBoundaryStruct<gpustack_discover_args>());
+static_assert(IsBoundaryStruct<gpustack_grant_args>());
+static_assert(IsBoundaryStruct<gpustack_container_edit>());
+static_assert(IsBoundaryStruct<gpustack_container_edit_sink>());
+static_assert(IsBoundaryStruct<gpustack_partition>());
+static_assert(IsBoundaryStruct<gpustack_partition_sink>());
+static_assert(IsBoundaryStruct<gpustack_list_partitions_args>());
+static_assert(IsBoundaryStruct<gpustack_create_partition_args>());
+static_assert(IsBoundaryStruct<gpustack_destroy_partition_args>());
+static_assert(IsBoundaryStruct<gpustack_device_sample>());
+static_assert(IsBoundaryStruct<gpustack_process_sample>());
+static_assert(IsBoundaryStruct<gpustack_metrics_sink>());
+static_assert(IsBoundaryStruct<gpustack_sample_metrics_args>());
+static_assert(IsBoundaryStruct<gpustack_health_event>());
+static_assert(IsBoundaryStruct<gpustack_health_sink>());
+static_assert(IsBoundaryStruct<gpustack_poll_health_args>());
+
+// Frozen value types.
+static_assert(sizeof(gpustack_str) == 2 * sizeof(void*));
+static_assert(sizeof(gpustack_placement) == 8);
+static_assert(sizeof(gpustack_measurement) == 16);
+
+// At ABI 1.0 every pinned constant covers the whole struct but its tail padding; after a minor
+// bump the constants stay put while sizeof grows.
+template <class T>
+constexpr bool PinnedToWholeStruct(size_t pinned) {
+  return pinned <= sizeof(T) && sizeof(T) - pinned < alignof(T);
+}
+static_assert(PinnedToWholeStruct<gpustack_plugin_api>(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_accelerator_group>(
+    GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_plugin_identity>(
+    GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_device_sample>(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_container_edit>(
+    GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));
+
+// 32-bit enums with pinned numbers (values are ABI).
+static_assert(sizeof(gpustack_status) == 4 && std::is_signed_v<gpustack_status>);
+static_assert(GPUSTACK_STATUS_OK == 0 && GPUSTACK_STATUS_INVALID_ARGUMENT == 3 &&
+              GPUSTACK_STATUS_UNIMPLEMENTED == 12 && GPUSTACK_STATUS_INTERNAL == 13 &&
+              GPUSTACK_STATUS_UNAVAILABLE == 14 && GPUSTACK_STATUS_INCOMPATIBLE_VERSION == 17);
+static_assert(GPUSTACK_HEALTH_HEALTHY == 1 && GPUSTACK_HEALTH_UNHEALTHY == 2);
+static_assert(GPUSTACK_PARTITION_MODE_ENABLED == 2);
+static_assert(GPUSTACK_GRANT_EXCLUSIVE == 1 && GPUSTACK_GRANT_PARTITIONED == 4);
+static_assert(GPUSTACK_EDIT_ENV == 1 && GPUSTACK_EDIT_CDI_DEVICE == 5);
+static_assert(GPUSTACK_CAP_SHARED == 1 && GPUSTACK_CAP_HEALTH_EVENTS == 16);
+
+TEST(Abi, VersionIsOnePointSomething) {
+  EXPECT_EQ(GPUSTACK_PLUGIN_ABI_MAJOR, 1);
+  EXPECT_STREQ(GPUSTACK_PLUGIN_ENTRY_SYMBOL, "gpustack_plugin_negotiate");
+}
+
+TEST(Abi, HasFieldFollowsStructSize) {
+  gpustack_device_sample sample{};
+  sample.struct_size = GPUSTACK_STRUCT_SIZE(gpustack_device_sample, memory_used_mib);
+  EXPECT_TRUE(GPUSTACK_STRUCT_HAS_FIELD(&sample, gpustack_device_sample, memory_used_mib));
+  EXPECT_FALSE(GPUSTACK_STRUCT_HAS_FIELD(&sample, gpustack_device_sample, health));
+}
+
+}  // namespace

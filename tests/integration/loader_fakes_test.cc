@@ -1,0 +1,282 @@
+// The loader and the Plugin wrapper against real libraries built from tests/fakes.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "host/common/logging.h"
+#include "host/loader/loader.h"
+
+namespace gpustack::loader {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Fake(const std::string& name) {
+  return fs::path(GPUSTACK_FAKES_DIR) / name / (name + ".json");
+}
+
+std::unique_ptr<Plugin> LoadOk(const std::string& name, LoaderOptions options = {}) {
+  auto plugin = LoadFromManifest(Fake(name), options);
+  EXPECT_TRUE(plugin) << plugin.error();
+  return plugin ? std::move(plugin).value() : nullptr;
+}
+
+// A private copy of one fake's directory, for tests that change permissions or contents.
+class FakeCopy {
+ public:
+  explicit FakeCopy(const std::string& name)
+      : dir_(fs::temp_directory_path() / ("gpustack-fake-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::copy(fs::path(GPUSTACK_FAKES_DIR) / name, dir_, fs::copy_options::recursive);
+    fs::permissions(dir_, fs::perms(0755));
+    manifest_ = dir_ / (name + ".json");
+    library_ = dir_ / ("libgpustack_plugin_" + name + ".so");
+  }
+  ~FakeCopy() { fs::remove_all(dir_); }
+  const fs::path& dir() const { return dir_; }
+  const fs::path& manifest() const { return manifest_; }
+  const fs::path& library() const { return library_; }
+
+ private:
+  fs::path dir_, manifest_, library_;
+};
+
+TEST(LoaderFakes, EveryStatusCodeReachesTheHostWithItsNameAndMessage) {
+  auto plugin = LoadOk("configurable");
+  ASSERT_TRUE(plugin);
+  for (int code = GPUSTACK_STATUS_CANCELLED; code <= GPUSTACK_STATUS_INCOMPATIBLE_VERSION; ++code) {
+    ASSERT_TRUE(plugin->Init({{"discover_status", std::to_string(code)}}, {}));
+    auto groups = plugin->Discover();
+    ASSERT_FALSE(groups) << "status " << code;
+    EXPECT_EQ(groups.failure().code, code);
+    EXPECT_EQ(groups.error(), "configurable: discover failed: " + sdk::StatusName(code) +
+                                  ": fake status " + std::to_string(code));
+    plugin->Shutdown();
+  }
+  // A code the ABI does not define is reported as UNKNOWN, saying what the plugin sent.
+  ASSERT_TRUE(plugin->Init({{"discover_status", "4242"}}, {}));
+  auto odd = plugin->Discover();
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.failure().code, GPUSTACK_STATUS_UNKNOWN);
+  EXPECT_NE(odd.error().find("undefined status 4242"), std::string::npos) << odd.error();
+  plugin->Shutdown();
+  // And OK with nothing found is a clean, empty discovery.
+  ASSERT_TRUE(plugin->Init({{"discover_status", "0"}}, {}));
+  auto empty = plugin->Discover();
+  ASSERT_TRUE(empty) << empty.error();
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(LoaderFakes, InvalidPluginOutputIsRefusedNotTrusted) {
+  auto plugin = LoadOk("configurable");
+  ASSERT_TRUE(plugin);
+  const std::pair<const char*, const char*> cases[] = {
+      {"small_group", "accelerator_group.struct_size 16 is smaller than the ABI 1.0 minimum"},
+      {"null_string", "accelerator.id has a size but no data"},
+      {"bad_health", "accelerator.health 77 is not a known value"}};
+  for (const auto& [emit, expected] : cases) {
+    ASSERT_TRUE(plugin->Init({{"discover_emit", emit}}, {}));
+    auto groups = plugin->Discover();
+    ASSERT_FALSE(groups) << emit;
+    EXPECT_NE(groups.error().find(expected), std::string::npos) << groups.error();
+    plugin->Shutdown();
+  }
+}
+
+TEST(LoaderFakes, LargerStructsFromANewerPluginAreReadByTheirKnownPrefix) {
+  auto plugin = LoadOk("larger-structs");
+  ASSERT_TRUE(plugin);
+  EXPECT_EQ(plugin->negotiated().minor, static_cast<uint32_t>(GPUSTACK_PLUGIN_ABI_MINOR))
+      << "a newer plugin is used at the host's minor";
+  ASSERT_TRUE(plugin->Init({}, {}));
+  auto groups = plugin->Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].product, "Future Accelerator");
+  ASSERT_EQ((*groups)[0].accelerators.size(), 1u);
+  EXPECT_EQ((*groups)[0].accelerators[0].id, "FUTURE-0");
+  EXPECT_EQ((*groups)[0].accelerators[0].memory_mib, 2048u);
+}
+
+TEST(LoaderFakes, AnOlderMinorPluginLoadsIntoANewerHost) {
+  LoaderOptions newer_host;
+  newer_host.host_abi = {GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR + 3};
+  auto plugin = LoadOk("older-minor", newer_host);
+  ASSERT_TRUE(plugin);
+  EXPECT_EQ(plugin->negotiated().minor, static_cast<uint32_t>(GPUSTACK_PLUGIN_ABI_MINOR));
+  ASSERT_TRUE(plugin->Init({}, {}));
+  EXPECT_TRUE(plugin->Discover());
+}
+
+TEST(LoaderFakes, RefusedBeforeDlopenRunsNoPluginCode) {
+  const fs::path marker = fs::temp_directory_path() / ("gpustack-marker-" + std::to_string(::getpid()));
+  fs::remove(marker);
+  ::setenv("FAKE_MARKER", marker.c_str(), 1);
+  auto wrong_major = LoadFromManifest(Fake("wrong-major-manifest"), {});
+  ASSERT_FALSE(wrong_major);
+  EXPECT_NE(wrong_major.error().find("manifest declares ABI major 2"), std::string::npos);
+  auto missing_entry = LoadFromManifest(Fake("missing-entry"), {});
+  ASSERT_FALSE(missing_entry);
+  EXPECT_NE(missing_entry.error().find("does not export gpustack_plugin_negotiate"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(marker)) << "a refused library ran its constructor";
+  ::unsetenv("FAKE_MARKER");
+}
+
+TEST(LoaderFakes, UntrustedFilesAreRefused) {
+  FakeCopy copy("noop");
+  ASSERT_TRUE(LoadFromManifest(copy.manifest(), {}));
+
+  fs::permissions(copy.library(), fs::perms(0777));
+  auto writable = LoadFromManifest(copy.manifest(), {});
+  ASSERT_FALSE(writable);
+  EXPECT_NE(writable.error().find("writable by others"), std::string::npos) << writable.error();
+  fs::permissions(copy.library(), fs::perms(0755));
+
+  fs::permissions(copy.dir(), fs::perms(0775));
+  auto group_dir = LoadFromManifest(copy.manifest(), {});
+  ASSERT_FALSE(group_dir);
+  EXPECT_NE(group_dir.error().find("writable by its group"), std::string::npos);
+  fs::permissions(copy.dir(), fs::perms(0755));
+
+  LoaderOptions strict;
+  strict.trusted_uid = 0;
+  if (::geteuid() == 0 && ::chown(copy.manifest().c_str(), 65534, 65534) == 0) {
+    auto foreign = LoadFromManifest(copy.manifest(), strict);
+    ASSERT_FALSE(foreign);
+    EXPECT_NE(foreign.error().find("owned by uid 65534"), std::string::npos) << foreign.error();
+  }
+}
+
+TEST(LoaderFakes, FindManifestsReportsBrokenAndShadowedPluginsAndKeepsGoing) {
+  FakeCopy first("noop");
+  FakeCopy second("full");
+  // A second "noop" later in the search path, and a broken manifest beside it.
+  fs::copy(first.manifest(), second.dir() / "noop.json");
+  std::ofstream(second.dir() / "broken.json") << "{ not json";
+  std::vector<std::string> problems;
+  const auto candidates =
+      FindManifests({first.dir(), "/nonexistent/plugins", second.dir()}, {}, &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("/nonexistent/plugins does not exist"), std::string::npos);
+  std::map<std::string, std::string> outcome;
+  for (const auto& c : candidates) {
+    outcome[c.path.filename().string() + "@" + c.path.parent_path().filename().string()] =
+        c.manifest ? "ok" : c.manifest.error();
+  }
+  ASSERT_EQ(candidates.size(), 4u);
+  EXPECT_EQ(outcome["noop.json@" + first.dir().filename().string()], "ok");
+  EXPECT_EQ(outcome["full.json@" + second.dir().filename().string()], "ok");
+  EXPECT_NE(outcome["noop.json@" + second.dir().filename().string()].find("shadowed"),
+            std::string::npos);
+  EXPECT_NE(outcome["broken.json@" + second.dir().filename().string()].find("not valid JSON"),
+            std::string::npos);
+}
+
+TEST(LoaderFakes, TheFullPluginRoundTripsEveryHook) {
+  auto plugin = LoadOk("full");
+  ASSERT_TRUE(plugin);
+  EXPECT_EQ(plugin->identity().partition_kind, "mig");
+  ASSERT_TRUE(plugin->Init({}, {}));
+  auto groups = plugin->Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->size(), 2u);
+  const sdk::Accelerator& sliceable = (*groups)[0].accelerators[1];
+  EXPECT_EQ(sliceable.id, "FAKE-A-1");
+  EXPECT_EQ(sliceable.physical_indexes, std::vector<uint32_t>{11});
+  EXPECT_EQ(sliceable.cpu_affinity, "0-15");
+  EXPECT_EQ(sliceable.logical_slice_count, 16u);
+  const sdk::Accelerator& partitioned = (*groups)[1].accelerators[0];
+  ASSERT_EQ(partitioned.partition_profiles.size(), 2u);
+  EXPECT_EQ(partitioned.partition_profiles[1].name, "4g.40gb");
+  ASSERT_EQ(partitioned.partition_profiles[1].placements.size(), 2u);
+  EXPECT_EQ(partitioned.partition_profiles[1].placements[1].start, 4u);
+
+  auto edits = plugin->Grant({"uid-1", "main", GPUSTACK_GRANT_SLICED, {"FAKE-A-1"}, 4096, 40, {}});
+  ASSERT_TRUE(edits) << edits.error();
+  ASSERT_EQ(edits->size(), 4u);
+  EXPECT_EQ((*edits)[2].key, "FAKE_MEMORY_LIMIT_MIB");
+  EXPECT_EQ((*edits)[2].value, "4096");
+  EXPECT_EQ((*edits)[1].kind, GPUSTACK_EDIT_DEVICE_NODE);
+  EXPECT_EQ((*edits)[1].host_path, "/dev/fakectl");
+
+  auto part = plugin->CreatePartition({"FAKE-P-0", "4g.40gb", {4, 4}, "pod-uid-1"});
+  ASSERT_TRUE(part) << part.error();
+  auto granted =
+      plugin->Grant({"uid-1", "main", GPUSTACK_GRANT_PARTITIONED, {"FAKE-P-0"}, 0, 0, part->id});
+  ASSERT_TRUE(granted) << granted.error();
+  EXPECT_EQ((*granted)[0].value, part->id);
+  auto overlap = plugin->CreatePartition({"FAKE-P-0", "1g.10gb", {5, 1}, "pod-uid-2"});
+  ASSERT_FALSE(overlap);
+  EXPECT_EQ(overlap.failure().code, GPUSTACK_STATUS_ALREADY_EXISTS);
+  EXPECT_TRUE(plugin->DestroyPartition({"FAKE-P-0", part->id, "pod-uid-1"}));
+
+  auto metrics = plugin->SampleMetrics({{"FAKE-A-0"}, true});
+  ASSERT_TRUE(metrics) << metrics.error();
+  ASSERT_EQ(metrics->devices.size(), 1u);
+  EXPECT_EQ(metrics->devices[0].memory_utilization_percent, 0.0) << "measured zero stays zero";
+  EXPECT_FALSE(metrics->devices[0].temperature_celsius) << "not measured stays absent";
+  EXPECT_GT(metrics->devices[0].timestamp_ns, 0u) << "the host clock reached the plugin";
+  ASSERT_EQ(metrics->processes.size(), 1u);
+  EXPECT_EQ(metrics->processes[0].pid, 1000u);
+  EXPECT_FALSE(metrics->processes[0].cores_utilization_percent);
+
+  auto events = plugin->PollHealthEvents(0);
+  ASSERT_TRUE(events) << events.error();
+  EXPECT_EQ(events->size(), 3u);
+  auto quiet = plugin->PollHealthEvents(0);
+  ASSERT_TRUE(quiet);
+  EXPECT_TRUE(quiet->empty());
+}
+
+TEST(LoaderFakes, CallsBeforeInitAreRefusedByTheHost) {
+  auto plugin = LoadOk("full");
+  ASSERT_TRUE(plugin);
+  auto groups = plugin->Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.error(), "full: discover called before init");
+}
+
+TEST(LoaderFakes, CppExceptionsBecomeStatuses) {
+  auto plugin = LoadOk("cpp-throws");
+  ASSERT_TRUE(plugin);
+  auto init = plugin->Init({{"throw_in_init", "1"}}, {});
+  ASSERT_FALSE(init);
+  EXPECT_EQ(init.error(),
+            "cpp-throws: init failed: INTERNAL: unhandled exception in plugin: init exploded on "
+            "purpose");
+  ASSERT_TRUE(plugin->Init({}, {}));
+  auto groups = plugin->Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_INTERNAL);
+  auto grant = plugin->Grant({"uid", "c", GPUSTACK_GRANT_EXCLUSIVE, {"x"}, 0, 0, {}});
+  ASSERT_FALSE(grant);
+  EXPECT_EQ(grant.failure().code, GPUSTACK_STATUS_PERMISSION_DENIED);
+  EXPECT_NE(grant.error().find("grant refused on purpose"), std::string::npos);
+}
+
+TEST(LoaderFakes, AllNineVendorPluginsLoadSideBySide) {
+  std::vector<std::string> problems;
+  std::vector<std::unique_ptr<Plugin>> plugins;
+  for (auto& candidate : FindManifests({GPUSTACK_PLUGIN_DIR}, {}, &problems)) {
+    ASSERT_TRUE(candidate.manifest) << candidate.manifest.error();
+    auto plugin = Load(*candidate.manifest, {});
+    ASSERT_TRUE(plugin) << plugin.error();
+    ASSERT_TRUE((*plugin)->Init({}, {}));
+    plugins.push_back(std::move(plugin).value());
+  }
+  EXPECT_TRUE(problems.empty());
+  std::set<std::string> names;
+  for (const auto& p : plugins) names.insert(p->identity().manufacturer);
+  EXPECT_EQ(names, (std::set<std::string>{"amd", "ascend", "cambricon", "hygon", "iluvatar",
+                                          "metax", "mthreads", "nvidia", "thead"}));
+}
+
+}  // namespace
+}  // namespace gpustack::loader
