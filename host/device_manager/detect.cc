@@ -50,7 +50,7 @@ void RunPlugin(const loader::Manifest& manifest, const loader::NodeConfig& confi
     settings = it->second;
   }
   if (auto init = plugin.Init(std::move(settings), inventory); !init) {
-    report.load_error = init.error();
+    report.load_error = manifest.library_path.string() + ": " + init.error();
     log->error("plugin {} skipped: {}", manifest.name, init.error());
     return;
   }

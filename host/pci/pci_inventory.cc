@@ -1,10 +1,14 @@
 #include "host/pci/pci_inventory.h"
 
 #include <algorithm>
+#include <cctype>
 #include <csetjmp>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
+#include <optional>
+#include <system_error>
 
 #include "host/common/logging.h"
 
@@ -96,6 +100,41 @@ bool ScanRaw(const char* sysfs_pci, std::vector<RawDevice>* raw, ErrorTrap* trap
   return true;
 }
 
+bool IsBusId(const std::string& name) {
+  // dddd:bb:dd.f (libpci also accepts longer domains)
+  const size_t first = name.find(':');
+  if (first == std::string::npos || first < 4 || name.size() != first + 8) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool separator = i == first || i == first + 3 || i == first + 6;
+    if (separator ? c != (i == first + 6 ? '.' : ':') : !std::isxdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return name.back() >= '0' && name.back() <= '7';
+}
+
+// Finds what would make libpci call its fatal error hook, and says it in our words. libpci's hook
+// can only escape by longjmp, which leaks the scan's open directory and buffers, so a tree that
+// is known to be bad is refused before libpci sees it; the hook stays as the backstop for races.
+std::optional<std::string> TreeProblem(const std::string& sysfs_pci) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path devices = fs::path(sysfs_pci) / "devices";
+  if (!fs::is_directory(devices, ec)) return devices.string() + " is not a directory";
+  for (const fs::directory_entry& entry : fs::directory_iterator(devices, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!IsBusId(name)) return "entry " + entry.path().string() + " is not a PCI bus id";
+    for (const char* file : {"vendor", "device", "class"}) {
+      if (!fs::is_regular_file(entry.path() / file, ec)) {
+        return "device " + name + " has no readable " + file + " file";
+      }
+    }
+  }
+  if (ec) return devices.string() + ": " + ec.message();
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<std::vector<PciDevice>> Scan(const ScanOptions& options) {
@@ -104,6 +143,9 @@ Result<std::vector<PciDevice>> Scan(const ScanOptions& options) {
   std::lock_guard lock(mutex);
 
   const std::string sysfs_pci = options.sysfs_root + "/bus/pci";
+  if (auto problem = TreeProblem(sysfs_pci)) {
+    return Error{"PCI scan of " + sysfs_pci + " failed: " + *problem};
+  }
   std::vector<RawDevice> raw;
   ErrorTrap trap{};
   if (!ScanRaw(sysfs_pci.c_str(), &raw, &trap)) {

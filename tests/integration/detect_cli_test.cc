@@ -107,8 +107,9 @@ TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   const json report = json::parse(run.out);
   const json* broken = FindPlugin(report, "init-fails");
   ASSERT_NE(broken, nullptr);
-  EXPECT_EQ((*broken)["error"],
-            "init-fails: init failed: UNAVAILABLE: fake management library not found");
+  EXPECT_EQ((*broken)["error"], std::string(GPUSTACK_FAKES_DIR) +
+                                    "/init-fails/libgpustack_plugin_init-fails.so: init-fails: "
+                                    "init failed: UNAVAILABLE: fake management library not found");
   EXPECT_EQ((*FindPlugin(report, "nvidia"))["discovery"]["status"], "UNIMPLEMENTED");
   EXPECT_FALSE(report["ok"].get<bool>());
 }

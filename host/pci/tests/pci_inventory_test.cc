@@ -88,7 +88,8 @@ TEST(PciInventory, MalformedEntryIsAnErrorNotAnExit) {
   fs::create_directories(sysfs.path() / "bus/pci/devices/not-a-bus-id");
   auto devices = Scan({sysfs.root(), {}});
   ASSERT_FALSE(devices);
-  EXPECT_NE(devices.error().find("PCI scan"), std::string::npos) << devices.error();
+  EXPECT_NE(devices.error().find("not-a-bus-id is not a PCI bus id"), std::string::npos)
+      << devices.error();
 
   // The process survived and libpci still works afterwards.
   FakeSysfs good;
@@ -100,7 +101,11 @@ TEST(PciInventory, DeviceMissingARequiredFileIsAnError) {
   FakeSysfs sysfs;
   sysfs.AddDevice("0000:3b:00.0", "0x10de", "0x2335", "0x030200");
   fs::remove(sysfs.path() / "bus/pci/devices/0000:3b:00.0/vendor");
-  EXPECT_FALSE(Scan({sysfs.root(), {}}));
+  auto devices = Scan({sysfs.root(), {}});
+  ASSERT_FALSE(devices);
+  EXPECT_NE(devices.error().find("device 0000:3b:00.0 has no readable vendor file"),
+            std::string::npos)
+      << devices.error();
 }
 
 TEST(PciInventory, ParsesClassPrefixes) {

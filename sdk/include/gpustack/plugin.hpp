@@ -46,13 +46,13 @@ class Error : public std::exception {
 
 // Everything the plugin says about itself. Must have static storage duration.
 struct Identity {
-  std::string_view manufacturer;
-  std::string_view display_name;
-  std::string_view base_resource_name;
-  std::string_view plugin_version;
-  std::vector<uint16_t> pci_vendor_ids;
+  std::string_view manufacturer{};
+  std::string_view display_name{};
+  std::string_view base_resource_name{};
+  std::string_view plugin_version{};
+  std::vector<uint16_t> pci_vendor_ids{};
   gpustack_capabilities capabilities = 0;
-  std::string_view partition_kind;
+  std::string_view partition_kind{};
 };
 
 namespace detail {

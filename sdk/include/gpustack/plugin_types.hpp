@@ -1,6 +1,7 @@
 // C++ value types mirroring the plugin ABI's structs. NOT part of the ABI: header-only helpers
 // that plugin authors (through plugin.hpp) and the host both use, so the two sides describe a
-// device the same way. They own their storage; the ABI structs only borrow.
+// device the same way. They own their storage; the ABI structs only borrow. Every member has a
+// default initializer, so designated initializers may name only what they set.
 #ifndef GPUSTACK_PLUGIN_TYPES_HPP_
 #define GPUSTACK_PLUGIN_TYPES_HPP_
 
@@ -46,105 +47,105 @@ inline std::string StatusName(gpustack_status code) {
 }
 
 struct PartitionProfile {
-  std::string name;
+  std::string name{};
   uint64_t memory_mib = 0;
   uint32_t compute_slices = 0;
   uint32_t memory_slices = 0;
   uint32_t max_count = 0;
-  std::vector<gpustack_placement> placements;
+  std::vector<gpustack_placement> placements{};
 };
 
 struct Accelerator {
-  std::string id;
+  std::string id{};
   uint32_t index = 0;
-  std::vector<uint32_t> physical_indexes;
+  std::vector<uint32_t> physical_indexes{};
   uint64_t memory_mib = 0;
-  std::string pci_bus_id;
-  std::string pci_root_id;
+  std::string pci_bus_id{};
+  std::string pci_root_id{};
   uint32_t pci_class = 0;
   int32_t numa_affinity = -1;
-  std::string cpu_affinity;
+  std::string cpu_affinity{};
   gpustack_health health = GPUSTACK_HEALTH_UNKNOWN;
-  std::string health_reason;
+  std::string health_reason{};
   uint32_t logical_slice_count = 0;
   bool cores_percentage_overcommit = false;
   gpustack_partition_mode partition_mode = GPUSTACK_PARTITION_MODE_UNSUPPORTED;
-  std::vector<PartitionProfile> partition_profiles;
+  std::vector<PartitionProfile> partition_profiles{};
 };
 
 struct AcceleratorGroup {
-  std::string product;
-  std::string family;
+  std::string product{};
+  std::string family{};
   uint64_t memory_mib = 0;
   uint64_t cores = 0;
-  std::string driver_version;
-  std::string runtime_version;
-  std::string compute_capability;
-  std::vector<Accelerator> accelerators;
+  std::string driver_version{};
+  std::string runtime_version{};
+  std::string compute_capability{};
+  std::vector<Accelerator> accelerators{};
 };
 
 struct Grant {
-  std::string pod_uid;
-  std::string container_name;
+  std::string pod_uid{};
+  std::string container_name{};
   gpustack_grant_mode mode = GPUSTACK_GRANT_EXCLUSIVE;
-  std::vector<std::string> accelerator_ids;
+  std::vector<std::string> accelerator_ids{};
   uint64_t memory_limit_mib = 0;
   uint32_t cores_percentage = 0;
-  std::string partition_id;
+  std::string partition_id{};
 };
 
 struct ContainerEdit {
   gpustack_edit_kind kind = GPUSTACK_EDIT_ENV;
-  std::string key;
-  std::string value;
-  std::string host_path;
-  std::string container_path;
-  std::string permissions;
+  std::string key{};
+  std::string value{};
+  std::string host_path{};
+  std::string container_path{};
+  std::string permissions{};
   bool read_only = false;
 };
 
 struct Partition {
-  std::string accelerator_id;
-  std::string id;
-  std::string profile;
+  std::string accelerator_id{};
+  std::string id{};
+  std::string profile{};
   gpustack_placement placement{};
-  std::string owner;
+  std::string owner{};
 };
 
 struct CreatePartitionRequest {
-  std::string accelerator_id;
-  std::string profile;
+  std::string accelerator_id{};
+  std::string profile{};
   gpustack_placement placement{};
-  std::string owner;
+  std::string owner{};
 };
 
 struct DestroyPartitionRequest {
-  std::string accelerator_id;
-  std::string partition_id;
-  std::string owner;
+  std::string accelerator_id{};
+  std::string partition_id{};
+  std::string owner{};
 };
 
 // std::nullopt = not measured (distinct from a measured zero).
 using Measurement = std::optional<double>;
 
 struct DeviceSample {
-  std::string accelerator_id;
+  std::string accelerator_id{};
   uint64_t timestamp_ns = 0;
-  Measurement memory_total_mib;
-  Measurement memory_used_mib;
-  Measurement memory_utilization_percent;
-  Measurement cores_utilization_percent;
-  Measurement temperature_celsius;
-  Measurement power_watts;
+  Measurement memory_total_mib{};
+  Measurement memory_used_mib{};
+  Measurement memory_utilization_percent{};
+  Measurement cores_utilization_percent{};
+  Measurement temperature_celsius{};
+  Measurement power_watts{};
   gpustack_health health = GPUSTACK_HEALTH_UNKNOWN;
 };
 
 struct ProcessSample {
-  std::string accelerator_id;
-  std::string partition_id;
+  std::string accelerator_id{};
+  std::string partition_id{};
   uint32_t pid = 0;
-  Measurement memory_used_mib;
-  Measurement cores_utilization_percent;
+  Measurement memory_used_mib{};
+  Measurement cores_utilization_percent{};
 };
 
 struct MetricsRequest {
@@ -153,9 +154,9 @@ struct MetricsRequest {
 };
 
 struct HealthEvent {
-  std::string accelerator_id;
+  std::string accelerator_id{};
   gpustack_health health = GPUSTACK_HEALTH_UNKNOWN;
-  std::string reason;
+  std::string reason{};
 };
 
 inline gpustack_measurement ToC(const Measurement& m) {
