@@ -36,4 +36,21 @@ __attribute__((unused)) static int fake_str_eq(gpustack_str s, const char* liter
   return s.size == strlen(literal) && (s.size == 0 || memcmp(s.data, literal, s.size) == 0);
 }
 
+/* The body of gpustack_plugin_negotiate for a plugin that speaks `major`.`minor`. */
+__attribute__((unused)) static gpustack_status fake_negotiate(gpustack_negotiate_args* args,
+                                                              uint32_t major, uint32_t minor,
+                                                              const gpustack_plugin_api* api) {
+  if (args == NULL || args->struct_size < GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0) {
+    return GPUSTACK_STATUS_INVALID_ARGUMENT;
+  }
+  args->plugin_abi_major = major;
+  args->plugin_abi_minor = minor;
+  if (args->host_abi_major != major) {
+    args->api = NULL;
+    return GPUSTACK_STATUS_INCOMPATIBLE_VERSION;
+  }
+  args->api = api;
+  return GPUSTACK_STATUS_OK;
+}
+
 #endif /* GPUSTACK_TESTS_FAKES_FAKE_COMMON_H_ */

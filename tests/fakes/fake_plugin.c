@@ -214,15 +214,5 @@ GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate_misspelled(
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args)
 #endif
 {
-  if (args == NULL || args->struct_size < GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0) {
-    return GPUSTACK_STATUS_INVALID_ARGUMENT;
-  }
-  args->plugin_abi_major = FAKE_ANSWER_MAJOR;
-  args->plugin_abi_minor = FAKE_ANSWER_MINOR;
-  if (args->host_abi_major != FAKE_ANSWER_MAJOR) {
-    args->api = NULL;
-    return GPUSTACK_STATUS_INCOMPATIBLE_VERSION;
-  }
-  args->api = FAKE_API;
-  return GPUSTACK_STATUS_OK;
+  return fake_negotiate(args, FAKE_ANSWER_MAJOR, FAKE_ANSWER_MINOR, FAKE_API);
 }

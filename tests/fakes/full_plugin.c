@@ -435,15 +435,5 @@ static const gpustack_plugin_api api = {
     create_partition, destroy_partition, sample_metrics, poll_health_events};
 
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args) {
-  if (args == NULL || args->struct_size < GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0) {
-    return GPUSTACK_STATUS_INVALID_ARGUMENT;
-  }
-  args->plugin_abi_major = GPUSTACK_PLUGIN_ABI_MAJOR;
-  args->plugin_abi_minor = GPUSTACK_PLUGIN_ABI_MINOR;
-  if (args->host_abi_major != GPUSTACK_PLUGIN_ABI_MAJOR) {
-    args->api = NULL;
-    return GPUSTACK_STATUS_INCOMPATIBLE_VERSION;
-  }
-  args->api = &api;
-  return GPUSTACK_STATUS_OK;
+  return fake_negotiate(args, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR, &api);
 }

@@ -135,6 +135,9 @@ class Host {
   explicit Host(const gpustack_init_args& args)
       : services_(detail::ReadStruct(args.host, GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0,
                                      "init_args.host")) {
+    if (args.pci_device_count > 0 && args.pci_devices == nullptr) {
+      throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "init_args.pci_devices is NULL with a count");
+    }
     for (size_t i = 0; i < args.pci_device_count; ++i) {
       const gpustack_pci_device* device = args.pci_devices[i];
       if (device != nullptr && device->struct_size >= GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0) {
