@@ -20,6 +20,11 @@ std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid)
   return std::nullopt;
 }
 
+std::optional<std::string> AncestorTrustProblem(const struct stat& info, uid_t host_uid) {
+  if (info.st_uid == 0 && (info.st_mode & S_ISVTX) != 0) return std::nullopt;
+  return TrustProblem(info, host_uid);
+}
+
 Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
@@ -33,6 +38,17 @@ Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
       info.st_uid != 0 && info.st_uid != host_uid) {
     return Error{path.string() + " is not trusted: a symlink owned by uid " +
                  std::to_string(info.st_uid)};
+  }
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) return Error{path.string() + ": " + ec.message()};
+  for (std::filesystem::path dir = real.parent_path();; dir = dir.parent_path()) {
+    if (::stat(dir.c_str(), &info) != 0) return Error{dir.string() + ": " + std::strerror(errno)};
+    if (auto problem = AncestorTrustProblem(info, host_uid)) {
+      return Error{path.string() + " is not trusted: its directory " + dir.string() + " is " +
+                   *problem};
+    }
+    if (dir == dir.root_path()) break;
   }
   return Ok{};
 }

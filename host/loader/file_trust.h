@@ -18,7 +18,13 @@ namespace gpustack::loader {
 // Why a file with this metadata is untrusted, or nullopt when it is trusted. Pure.
 std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid);
 
-// Checks `path` (following symlinks, then the link itself) against TrustProblem.
+// Why a directory above a plugin is untrusted: as TrustProblem, except that a root-owned sticky
+// directory (like /tmp) may be writable by all, since nobody else can replace its entries. Pure.
+std::optional<std::string> AncestorTrustProblem(const struct stat& info, uid_t host_uid);
+
+// Checks `path` (following symlinks, then the link itself) against TrustProblem, and every
+// directory above its real path against AncestorTrustProblem: whoever can write to any of them
+// could swap the plugin.
 Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid);
 
 }  // namespace gpustack::loader

@@ -16,6 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr size_t kMaxIdentityString = 4096;
+constexpr size_t kMaxVendorIds = 64;
+
 bool IsValidResourceName(const std::string& name) {
   // <domain>/<name>: a DNS subdomain, then a name segment of [A-Za-z0-9._-].
   const size_t slash = name.find('/');
@@ -41,18 +44,23 @@ Result<PluginIdentity> ReadIdentity(const gpustack_plugin_api& api, const Manife
   raw.struct_size = sizeof(raw);
   const gpustack_status status = api.identify(&raw);
   if (status != GPUSTACK_STATUS_OK) {
-    const std::string message(sdk::View(api.last_error_message()));
-    return Error{where + ": identify failed: " + sdk::StatusName(status) + ": " + message};
+    const gpustack_str message = api.last_error_message();
+    const bool readable = message.data != nullptr && message.size <= kMaxIdentityString;
+    return Error{where + ": identify failed: " + sdk::StatusName(status) + ": " +
+                 (readable ? std::string(sdk::View(message)) : "(unreadable message)")};
   }
   for (const gpustack_str* s : {&raw.manufacturer, &raw.display_name, &raw.base_resource_name,
                                 &raw.plugin_version, &raw.partition_kind}) {
-    if (s->size > 0 && s->data == nullptr) {
-      return Error{where + ": identify returned a string with a size but no data"};
+    if ((s->size > 0 && s->data == nullptr) || s->size > kMaxIdentityString) {
+      return Error{where + ": identify returned a string with no data or of " +
+                   std::to_string(s->size) + " bytes"};
     }
   }
-  if (raw.pci_vendor_id_count > 0 && raw.pci_vendor_ids == nullptr) {
+  if ((raw.pci_vendor_id_count > 0 && raw.pci_vendor_ids == nullptr) ||
+      raw.pci_vendor_id_count > kMaxVendorIds) {
     return Error{where + ": identify returned pci_vendor_id_count " +
-                 std::to_string(raw.pci_vendor_id_count) + " but no array"};
+                 std::to_string(raw.pci_vendor_id_count) + " with no array or above " +
+                 std::to_string(kMaxVendorIds)};
   }
   PluginIdentity id;
   id.manufacturer = sdk::View(raw.manufacturer);
@@ -132,8 +140,13 @@ std::vector<ManifestCandidate> FindManifests(const std::vector<fs::path>& dirs,
       continue;
     }
     std::vector<fs::path> files;
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().extension() == ".json") files.push_back(entry.path());
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      if (it->path().extension() == ".json") files.push_back(it->path());
+    }
+    if (ec) {
+      problems->push_back("plugin directory " + dir.string() + " cannot be listed: " + ec.message());
+      continue;
     }
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
@@ -170,7 +183,10 @@ Result<AbiVersion> CheckNegotiation(AbiVersion host, uint32_t plugin_major, uint
   return AbiVersion{host.major, std::min(host.minor, plugin_minor)};
 }
 
-Result<std::unique_ptr<Plugin>> Load(const Manifest& manifest, const LoaderOptions& options) {
+namespace {
+
+Result<std::unique_ptr<Plugin>> LoadUnguarded(const Manifest& manifest,
+                                              const LoaderOptions& options) {
   const std::string where = manifest.library_path.string();
   if (manifest.abi_major != options.host_abi.major) {
     // Refused from the manifest alone: the library is never opened.
@@ -254,6 +270,17 @@ Result<std::unique_ptr<Plugin>> Load(const Manifest& manifest, const LoaderOptio
   }
   return std::make_unique<Plugin>(manifest, std::move(library), api, *negotiated,
                                   std::move(identity).value());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Plugin>> Load(const Manifest& manifest, const LoaderOptions& options) {
+  // Whatever a plugin does wrong while loading, the host reports it and goes on.
+  try {
+    return LoadUnguarded(manifest, options);
+  } catch (const std::exception& e) {
+    return Error{manifest.library_path.string() + ": loading failed: " + e.what()};
+  }
 }
 
 Result<std::unique_ptr<Plugin>> LoadFromManifest(const fs::path& manifest_path,

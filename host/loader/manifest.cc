@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -52,8 +54,12 @@ std::string FormatVendorId(uint16_t id) {
 
 Result<Manifest> ParseManifest(std::string_view text, const std::filesystem::path& manifest_path) {
   const std::string where = "manifest " + manifest_path.string();
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Error{where + ": not valid JSON"};
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Error{where + ": not valid JSON (" + e.what() + ")"};
+  }
   if (!doc.is_object()) return Error{where + ": top level must be a JSON object"};
 
   auto format = ReadUint32(doc, "format_version", where);
@@ -108,7 +114,9 @@ Result<Manifest> ParseManifest(std::string_view text, const std::filesystem::pat
 
 Result<Manifest> ReadManifest(const std::filesystem::path& manifest_path) {
   std::ifstream file(manifest_path, std::ios::binary);
-  if (!file) return Error{"manifest " + manifest_path.string() + ": cannot be read"};
+  if (!file) {
+    return Error{"manifest " + manifest_path.string() + ": cannot be read: " + std::strerror(errno)};
+  }
   std::ostringstream text;
   text << file.rdbuf();
   return ParseManifest(text.str(), manifest_path);

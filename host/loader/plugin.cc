@@ -1,6 +1,8 @@
 #include "host/loader/plugin.h"
 
 #include <exception>
+#include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "host/common/logging.h"
@@ -52,6 +54,12 @@ struct Reader {
                               " is smaller than the ABI 1.0 minimum " + std::to_string(min_size));
     return false;
   }
+  gpustack_health Health(gpustack_health health, const char* field) {
+    if (health < GPUSTACK_HEALTH_UNKNOWN || health > GPUSTACK_HEALTH_UNHEALTHY) {
+      Fail(std::string(field) + " " + std::to_string(health) + " is not a known value");
+    }
+    return health;
+  }
   // A sink answer: the status the plugin receives.
   gpustack_status Verdict() const {
     return problem.empty() ? GPUSTACK_STATUS_OK : GPUSTACK_STATUS_INVALID_ARGUMENT;
@@ -91,10 +99,7 @@ struct Reader {
     out.pci_class = a.pci_class;
     out.numa_affinity = a.numa_affinity;
     out.cpu_affinity = Str(a.cpu_affinity, "accelerator.cpu_affinity");
-    out.health = a.health;
-    if (a.health < GPUSTACK_HEALTH_UNKNOWN || a.health > GPUSTACK_HEALTH_UNHEALTHY) {
-      Fail("accelerator.health " + std::to_string(a.health) + " is not a known value");
-    }
+    out.health = Health(a.health, "accelerator.health");
     out.health_reason = Str(a.health_reason, "accelerator.health_reason");
     out.logical_slice_count = a.logical_slice_count;
     out.cores_percentage_overcommit = a.cores_percentage_overcommit != 0;
@@ -169,7 +174,7 @@ struct Reader {
     out.cores_utilization_percent = sdk::FromC(s.cores_utilization_percent);
     out.temperature_celsius = sdk::FromC(s.temperature_celsius);
     out.power_watts = sdk::FromC(s.power_watts);
-    out.health = s.health;
+    out.health = Health(s.health, "sample.health");
     return out;
   }
 
@@ -185,12 +190,12 @@ struct Reader {
     return out;
   }
 
-  sdk::HealthEvent Health(const gpustack_health_event* src) {
+  sdk::HealthEvent Event(const gpustack_health_event* src) {
     gpustack_health_event e;
     sdk::HealthEvent out;
     if (!Struct(src, GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0, &e, "health_event")) return out;
     out.accelerator_id = Str(e.accelerator_id, "event.accelerator_id");
-    out.health = e.health;
+    out.health = Health(e.health, "event.health");
     out.reason = Str(e.reason, "event.reason");
     return out;
   }
@@ -208,8 +213,13 @@ struct Collector {
     try {
       T item = (self->reader.*read)(value);
       if (self->reader.problem.empty()) self->items.push_back(std::move(item));
-    } catch (const std::exception& e) {
-      self->reader.Fail(std::string("host could not store the value: ") + e.what());
+    } catch (...) {
+      // Out of memory while copying: refuse the value; the failure text may not fit either.
+      try {
+        self->reader.Fail("host could not store the value");
+      } catch (...) {
+        return GPUSTACK_STATUS_RESOURCE_EXHAUSTED;
+      }
     }
     return self->reader.Verdict();
   }
@@ -234,8 +244,9 @@ Plugin::Plugin(Manifest manifest, boost::dll::shared_library library,
 Plugin::~Plugin() { Shutdown(); }
 
 Error Plugin::CallError(const char* hook, gpustack_status status) const {
-  std::string message;
-  if (api_.last_error_message != nullptr) message = std::string(View(api_.last_error_message()));
+  Reader reader;
+  std::string message = reader.Str(api_.last_error_message(), "last_error_message");
+  if (!reader.problem.empty()) message = "(unreadable message: " + reader.problem + ")";
   std::string code = sdk::StatusName(status);
   gpustack_status known = status;
   if (status < GPUSTACK_STATUS_OK || status > GPUSTACK_STATUS_INCOMPATIBLE_VERSION) {
@@ -270,6 +281,7 @@ Status Plugin::RequireInstance(const char* hook) const {
 
 Status Plugin::Init(std::map<std::string, std::string> settings,
                     const std::vector<pci::PciDevice>& inventory) {
+  std::unique_lock life(lifecycle_);
   if (initialized_) return Error{manifest_.name + ": init called twice"};
   services_ = std::make_unique<HostServices>(manifest_.name, std::move(settings));
   // Two passes: the string storage must be complete before views into it are taken.
@@ -290,8 +302,9 @@ Status Plugin::Init(std::map<std::string, std::string> settings,
   pci_device_ptrs_.clear();
   for (const gpustack_pci_device& d : pci_devices_) pci_device_ptrs_.push_back(&d);
 
-  const gpustack_init_args args{sizeof(gpustack_init_args), nullptr, services_->table(),
-                                pci_device_ptrs_.data(), pci_device_ptrs_.size()};
+  const gpustack_init_args args{sizeof(gpustack_init_args), nullptr,          negotiated_.major,
+                                negotiated_.minor,          services_->table(), pci_device_ptrs_.data(),
+                                pci_device_ptrs_.size()};
   gpustack_plugin_instance* instance = nullptr;
   const gpustack_status status = api_.init(&args, &instance);
   if (status != GPUSTACK_STATUS_OK) {
@@ -304,6 +317,7 @@ Status Plugin::Init(std::map<std::string, std::string> settings,
 }
 
 void Plugin::Shutdown() {
+  std::unique_lock life(lifecycle_);  // waits for every running call, a health poll included
   if (!initialized_) return;
   api_.shutdown(instance_);
   instance_ = nullptr;
@@ -312,6 +326,8 @@ void Plugin::Shutdown() {
 }
 
 Result<std::vector<sdk::AcceleratorGroup>> Plugin::Discover() {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("discover"); !ready) return Error{ready.error()};
   if (api_.discover == nullptr) return Missing("discover");
   Collector<sdk::AcceleratorGroup> collector;
@@ -327,6 +343,8 @@ Result<std::vector<sdk::AcceleratorGroup>> Plugin::Discover() {
 }
 
 Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("grant"); !ready) return Error{ready.error()};
   if (api_.grant == nullptr) return Missing("grant");
   Collector<sdk::ContainerEdit> collector;
@@ -353,6 +371,8 @@ Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
 }
 
 Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view accelerator_id) {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("list_partitions"); !ready) return Error{ready.error()};
   if (api_.list_partitions == nullptr) {
     return Missing("list_partitions");
@@ -370,6 +390,8 @@ Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view acce
 }
 
 Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest& request) {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("create_partition"); !ready) return Error{ready.error()};
   if (api_.create_partition == nullptr) {
     return Missing("create_partition");
@@ -398,6 +420,8 @@ Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest
 }
 
 Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("destroy_partition"); !ready) return ready;
   if (api_.destroy_partition == nullptr) {
     return Missing("destroy_partition");
@@ -412,6 +436,8 @@ Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
 }
 
 Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request) {
+  std::shared_lock life(lifecycle_);  // no shutdown while the call runs
+  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("sample_metrics"); !ready) return Error{ready.error()};
   if (api_.sample_metrics == nullptr) {
     return Missing("sample_metrics");
@@ -447,6 +473,7 @@ Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request
 }
 
 Result<std::vector<sdk::HealthEvent>> Plugin::PollHealthEvents(uint32_t timeout_ms) {
+  std::shared_lock life(lifecycle_);  // runs beside other calls, never beside shutdown
   if (auto ready = RequireInstance("poll_health_events"); !ready) return Error{ready.error()};
   if (api_.poll_health_events == nullptr) {
     return Missing("poll_health_events");
@@ -454,7 +481,7 @@ Result<std::vector<sdk::HealthEvent>> Plugin::PollHealthEvents(uint32_t timeout_
   Collector<sdk::HealthEvent> collector;
   const gpustack_health_sink sink{
       sizeof(sink), nullptr, &collector,
-      &Collector<sdk::HealthEvent>::Add<gpustack_health_event, &Reader::Health>};
+      &Collector<sdk::HealthEvent>::Add<gpustack_health_event, &Reader::Event>};
   const gpustack_poll_health_args args{sizeof(args), nullptr, timeout_ms, &sink};
   const gpustack_status status = api_.poll_health_events(instance_, &args);
   if (auto outcome = Outcome("poll_health_events", status, collector.reader.problem); !outcome) {

@@ -11,6 +11,8 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,8 @@ struct MetricsSnapshot {
   std::vector<sdk::ProcessSample> processes;
 };
 
+// Thread-safe: calls are serialized as plugin.h requires, except PollHealthEvents, which may run
+// beside them; Shutdown (and the destructor) waits until every running call has returned.
 class Plugin {
  public:
   // Made by Load() (loader.h) once negotiation and identify succeeded.
@@ -83,6 +87,9 @@ class Plugin {
   gpustack_plugin_api api_;  // the known prefix of the plugin's table
   AbiVersion negotiated_;
   PluginIdentity identity_;
+
+  mutable std::shared_mutex lifecycle_;  // Init/Shutdown exclusive, every call shared
+  std::mutex calls_;                     // serializes the calls other than PollHealthEvents
 
   // State of the current instance; host services and the inventory outlive it.
   std::unique_ptr<HostServices> services_;

@@ -29,20 +29,31 @@ struct ErrorTrap {
 thread_local ErrorTrap* current_trap = nullptr;
 
 [[noreturn]] void OnError(char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(current_trap->message, sizeof current_trap->message, format, args);
-  va_end(args);
-  std::longjmp(current_trap->jump, 1);
-}
-
-void OnWarning(char* format, ...) {
   char message[512];
   va_list args;
   va_start(args, format);
   std::vsnprintf(message, sizeof message, format, args);
   va_end(args);
-  Logger("pci")->warn("libpci: {}", message);
+  if (current_trap == nullptr) {
+    // Only reachable if libpci reports an error outside a scan: there is nowhere to return to.
+    std::fprintf(stderr, "libpci fatal error outside a scan: %s\n", message);
+    std::abort();
+  }
+  std::snprintf(current_trap->message, sizeof current_trap->message, "%s", message);
+  std::longjmp(current_trap->jump, 1);
+}
+
+// Called from inside libpci's C frames: nothing may unwind out of it.
+void OnWarning(char* format, ...) noexcept {
+  char message[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  try {
+    Logger("pci")->warn("libpci: {}", message);
+  } catch (...) {
+  }
 }
 
 void OnDebug(char*, ...) {}
@@ -72,8 +83,8 @@ bool ScanRaw(const char* sysfs_pci, std::vector<RawDevice>* raw, ErrorTrap* trap
   access->debug = OnDebug;
   current_trap = trap;
   if (setjmp(trap->jump) != 0) {
-    current_trap = nullptr;
     pci_cleanup(access);
+    current_trap = nullptr;
     return false;
   }
   pci_set_param(access, const_cast<char*>("sysfs.path"), const_cast<char*>(sysfs_pci));
@@ -95,8 +106,8 @@ bool ScanRaw(const char* sysfs_pci, std::vector<RawDevice>* raw, ErrorTrap* trap
     r.numa = (d->known_fields & PCI_FILL_NUMA_NODE) != 0 ? d->numa_node : -1;
     raw->push_back(r);  // may throw bad_alloc: acceptable, nothing to unwind past but libpci
   }
-  current_trap = nullptr;
   pci_cleanup(access);
+  current_trap = nullptr;
   return true;
 }
 
@@ -122,11 +133,13 @@ std::optional<std::string> TreeProblem(const std::string& sysfs_pci) {
   std::error_code ec;
   const fs::path devices = fs::path(sysfs_pci) / "devices";
   if (!fs::is_directory(devices, ec)) return devices.string() + " is not a directory";
-  for (const fs::directory_entry& entry : fs::directory_iterator(devices, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!IsBusId(name)) return "entry " + entry.path().string() + " is not a PCI bus id";
+  fs::directory_iterator it(devices, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsBusId(name)) return "entry " + it->path().string() + " is not a PCI bus id";
     for (const char* file : {"vendor", "device", "class"}) {
-      if (!fs::is_regular_file(entry.path() / file, ec)) {
+      std::error_code file_ec;
+      if (!fs::is_regular_file(it->path() / file, file_ec)) {
         return "device " + name + " has no readable " + file + " file";
       }
     }

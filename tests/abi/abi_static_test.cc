@@ -48,11 +48,12 @@ static_assert(sizeof(gpustack_str) == 2 * sizeof(void*));
 static_assert(sizeof(gpustack_placement) == 8);
 static_assert(sizeof(gpustack_measurement) == 16);
 
-// At ABI 1.0 every pinned constant covers the whole struct but its tail padding; after a minor
-// bump the constants stay put while sizeof grows.
+// At ABI 1.0 every pinned constant is the whole struct: no struct ends in padding (a later field
+// must never land in bytes an older sender left uninitialised). After a minor bump the constants
+// stay put while sizeof grows.
 template <class T>
 constexpr bool PinnedToWholeStruct(size_t pinned) {
-  return pinned <= sizeof(T) && sizeof(T) - pinned < alignof(T);
+  return pinned == sizeof(T);
 }
 static_assert(PinnedToWholeStruct<gpustack_plugin_api>(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0));
@@ -63,6 +64,26 @@ static_assert(PinnedToWholeStruct<gpustack_plugin_identity>(
 static_assert(PinnedToWholeStruct<gpustack_device_sample>(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_container_edit>(
     GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_health_sink>(GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_metrics_sink>(GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_partition_sink>(GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_container_edit_sink>(GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_discovery_sink>(GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_discover_args>(GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_list_partitions_args>(GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_destroy_partition_args>(GPUSTACK_DESTROY_PARTITION_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_create_partition_args>(GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_sample_metrics_args>(GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_poll_health_args>(GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_health_event>(GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_partition>(GPUSTACK_PARTITION_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_grant_args>(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_process_sample>(GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_partition_profile>(GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_pci_device>(GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_host_services>(GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_init_args>(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_negotiate_args>(GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0));
 
 // 32-bit enums with pinned numbers (values are ABI).
 static_assert(sizeof(gpustack_status) == 4 && std::is_signed_v<gpustack_status>);

@@ -266,7 +266,8 @@ TEST_P(Conformance, DiscoveryStopsWhenTheHostRefuses) {
   RawPlugin raw(manifest_);
   ASSERT_NE(raw.api, nullptr);
   const gpustack_host_services host = NullHostServices();
-  const gpustack_init_args init{sizeof(init), nullptr, &host, nullptr, 0};
+  const gpustack_init_args init{sizeof(init), nullptr, GPUSTACK_PLUGIN_ABI_MAJOR,
+                                GPUSTACK_PLUGIN_ABI_MINOR, &host, nullptr, 0};
   gpustack_plugin_instance* instance = nullptr;
   plugin_->Shutdown();  // one instance at a time
   ASSERT_EQ(raw.api->init(&init, &instance), GPUSTACK_STATUS_OK) << raw.LastError();

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <set>
@@ -233,6 +235,29 @@ TEST(LoaderFakes, TheFullPluginRoundTripsEveryHook) {
   auto quiet = plugin->PollHealthEvents(0);
   ASSERT_TRUE(quiet);
   EXPECT_TRUE(quiet->empty());
+}
+
+TEST(LoaderFakes, HealthPollingRacesSafelyWithInitAndShutdown) {
+  // The poll runs on its own thread beside other calls; Shutdown must wait for it. Under ASan a
+  // poll that outlived its instance or host services is a use-after-free report.
+  auto plugin = LoadOk("full");
+  ASSERT_TRUE(plugin);
+  std::atomic<bool> stop{false};
+  std::atomic<int> polls{0};
+  std::thread poller([&] {
+    while (!stop) {
+      auto events = plugin->PollHealthEvents(0);
+      if (events) ++polls;
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    ASSERT_TRUE(plugin->Init({}, {}));
+    ASSERT_TRUE(plugin->Discover());
+    plugin->Shutdown();
+  }
+  stop = true;
+  poller.join();
+  EXPECT_GT(polls.load(), 0) << "the poller never overlapped a live instance";
 }
 
 TEST(LoaderFakes, CallsBeforeInitAreRefusedByTheHost) {

@@ -31,6 +31,35 @@ TEST(FileTrust, OwnedByAnotherUserIsRefused) {
             "owned by uid 1234, not root or the host's user");
 }
 
+TEST(FileTrust, StickyRootDirectoriesMayBeWorldWritable) {
+  struct stat tmp = Stat(0, 01777);
+  tmp.st_mode = S_IFDIR | 01777;
+  EXPECT_FALSE(AncestorTrustProblem(tmp, 0));
+  struct stat open_dir = Stat(0, 0777);
+  open_dir.st_mode = S_IFDIR | 0777;
+  EXPECT_TRUE(AncestorTrustProblem(open_dir, 0));
+  struct stat foreign_sticky = Stat(1234, 01777);
+  EXPECT_TRUE(AncestorTrustProblem(foreign_sticky, 0));
+}
+
+TEST(FileTrust, AWritableAncestorDirectoryIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path top = fs::temp_directory_path() / ("gpustack-anc-" + std::to_string(::getpid()));
+  fs::create_directories(top / "plugins");
+  fs::permissions(top, fs::perms(0777));
+  fs::permissions(top / "plugins", fs::perms(0755));
+  std::ofstream(top / "plugins/x.json") << "{}";
+  fs::permissions(top / "plugins/x.json", fs::perms(0644));
+  auto refused = CheckTrusted(top / "plugins/x.json", ::geteuid());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("its directory " + top.string() + " is writable by others"),
+            std::string::npos)
+      << refused.error();
+  fs::permissions(top, fs::perms(0755));
+  EXPECT_TRUE(CheckTrusted(top / "plugins/x.json", ::geteuid()));
+  fs::remove_all(top);
+}
+
 TEST(FileTrust, ChecksTheRealFile) {
   const auto file = std::filesystem::temp_directory_path() /
                     ("gpustack-trust-" + std::to_string(::getpid()));

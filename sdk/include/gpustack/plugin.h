@@ -31,13 +31,17 @@
  * Struct evolution (struct_size)
  * ---------------------------------------------------------------------------------------------
  * Every struct that crosses the boundary starts with `size_t struct_size` (set by whoever fills
- * the struct, to sizeof the struct as that side was compiled) and `const void* next` (an
- * extension chain, NULL in this version). Receivers follow one rule:
+ * the struct, to sizeof the struct as that side was compiled) and `next`, an extension chain:
+ * NULL in 1.0; later minors may chain structs that start with {size_t struct_size; next;
+ * int32_t type;}, and a receiver skips chain entries whose type it does not know. Structs end
+ * without tail padding (an explicit `reserved` field where needed), so a later field never lands
+ * in bytes an older sender left uninitialised. Receivers follow one rule:
  *  - struct_size smaller than the GPUSTACK_*_STRUCT_SIZE_V1_0 minimum: refuse with
  *    GPUSTACK_STATUS_INVALID_ARGUMENT (or, for the host, refuse the plugin);
  *  - struct_size larger than the receiver knows: read the known prefix, ignore the rest;
  *  - fields the sender did not include (between the minimum and the receiver's size) read as 0.
- * GPUSTACK_STRUCT_HAS_FIELD() tests whether a received struct carries a field. A side that
+ * GPUSTACK_STRUCT_HAS_FIELD() tests whether a received struct carries a field. Both sides send
+ * only the enum values and capability bits of the negotiated version. A side that
  * fills a struct the OTHER side allocated (see gpustack_plugin_identity) writes only the fields
  * that fit in the struct_size the allocator set.
  *
@@ -46,7 +50,8 @@
  * ---------------------------------------------------------------------------------------------
  *  - Strings are gpustack_str: UTF-8, pointer plus length, NOT NUL-terminated by contract.
  *  - Anything the host passes into a call is valid only for that call, unless its doc says
- *    otherwise (the init arguments live until shutdown).
+ *    otherwise (what gpustack_init_args points to lives until shutdown; the args struct
+ *    itself only for the call).
  *  - Lists the plugin produces reach the host through host-provided sink callbacks. Everything a
  *    sink receives is valid only during that sink call; the host copies what it keeps.
  *  - What the plugin returns outside a sink (the function table, identity strings) is static:
@@ -104,8 +109,7 @@ extern "C" {
 #define GPUSTACK_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Size of `type` up to and including `last_field`: pins a struct's size to one ABI version. It
- * excludes tail padding, so a sender's sizeof() is always at least the pinned size. */
+/* Size of `type` up to and including `last_field`: pins a struct's size to one ABI version. */
 #ifdef __cplusplus
 #define GPUSTACK_FIELD_SIZEOF(type, field) sizeof(type::field)
 #else
@@ -226,7 +230,7 @@ typedef struct gpustack_plugin_api gpustack_plugin_api;
 
 typedef struct gpustack_negotiate_args {
   size_t struct_size;
-  const void* next;
+  void* next; /* host-allocated: the plugin may fill chained output structs */
   uint32_t host_abi_major;         /* in */
   uint32_t host_abi_minor;         /* in */
   uint32_t plugin_abi_major;       /* out: always set, also when refusing */
@@ -239,7 +243,7 @@ typedef struct gpustack_negotiate_args {
  * fields that fit. Strings and arrays are static (valid while the library is loaded). */
 typedef struct gpustack_plugin_identity {
   size_t struct_size;
-  const void* next;
+  void* next; /* host-allocated: the plugin may fill chained output structs */
   gpustack_str manufacturer;        /* key: "nvidia" ([a-z0-9-], the manifest's name) */
   gpustack_str display_name;        /* "NVIDIA" */
   gpustack_str base_resource_name;  /* "nvidia.com/gpu" */
@@ -255,6 +259,9 @@ typedef struct gpustack_plugin_identity {
 typedef struct gpustack_init_args {
   size_t struct_size;
   const void* next;
+  /* The version negotiation agreed on: the plugin uses no feature of a later minor. */
+  uint32_t abi_major;
+  uint32_t abi_minor;
   /* Host services; the pointer and everything it reaches stay valid until shutdown returns. */
   const gpustack_host_services* host;
   /* The host's PCI inventory (every function of the scanned classes, not only this plugin's
@@ -400,9 +407,10 @@ typedef struct gpustack_container_edit {
   gpustack_str container_path;
   gpustack_str permissions;
   int32_t read_only;
+  int32_t reserved; /* 0 */
 } gpustack_container_edit;
 #define GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0 \
-  GPUSTACK_STRUCT_SIZE(gpustack_container_edit, read_only)
+  GPUSTACK_STRUCT_SIZE(gpustack_container_edit, reserved)
 
 typedef struct gpustack_container_edit_sink {
   size_t struct_size;
@@ -513,8 +521,10 @@ typedef struct gpustack_device_sample {
   gpustack_measurement temperature_celsius;
   gpustack_measurement power_watts;
   gpustack_health health;
+  int32_t reserved; /* 0 */
 } gpustack_device_sample;
-#define GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_device_sample, health)
+#define GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_device_sample, reserved)
 
 typedef struct gpustack_process_sample {
   size_t struct_size;
@@ -601,12 +611,16 @@ struct gpustack_plugin_api {
 
   /* Creates the plugin's state. It may load the vendor library; it must not fail only because
    * no device is present (discovery then reports nothing). On OK, *instance is set (it may be
-   * NULL if the plugin needs no state) and later passed to every call and to shutdown. The host
-   * may create more than one instance over the life of the process, one at a time. */
+   * NULL if the plugin needs no state) and later passed to every call and to shutdown. On any
+   * other status the plugin has released everything it made, stopped any thread it started, and
+   * never calls a host service again; the host does not call shutdown. The host may create more
+   * than one instance over the life of the process, one at a time. */
   gpustack_status (*init)(const gpustack_init_args* args, gpustack_plugin_instance** instance);
 
-  /* Releases everything init created: stops any plugin thread, unblocks poll_health_events.
-   * After it returns the plugin never calls a host service again. NULL-safe; never fails. */
+  /* Releases everything init created and stops any plugin thread. The host calls it only when no
+   * other call on the instance is running (it stops polling health and waits for a running poll
+   * to return first). After it returns the plugin never calls a host service again. NULL-safe;
+   * never fails. */
   void (*shutdown)(gpustack_plugin_instance* instance);
 
   /* Reports every accelerator this plugin drives, grouped by product, through args->sink.
@@ -634,8 +648,8 @@ struct gpustack_plugin_api {
                                     const gpustack_sample_metrics_args* args);
 
   /* Waits up to args->timeout_ms for health changes and delivers them through the sink. Called
-   * from one dedicated host thread, concurrently with other calls on the same instance; returns
-   * early (OK, with no event) when shutdown begins. OPTIONAL. */
+   * from one dedicated host thread, concurrently with other calls on the same instance (never
+   * with init or shutdown), so the timeout bounds how long shutdown waits. OPTIONAL. */
   gpustack_status (*poll_health_events)(gpustack_plugin_instance* instance,
                                         const gpustack_poll_health_args* args);
 };
@@ -644,8 +658,10 @@ struct gpustack_plugin_api {
 
 /* The entry point. The host sets struct_size, host_abi_major and host_abi_minor.
  * The plugin always writes plugin_abi_major/minor, then either sets api and returns OK (it speaks
- * host_abi_major) or returns GPUSTACK_STATUS_INCOMPATIBLE_VERSION. It does nothing else: no
- * allocation, no vendor library, no logging. Any thread; may be called more than once. */
+ * host_abi_major: plugin_abi_major == host_abi_major == api->abi_major, and plugin_abi_minor is
+ * the newest minor it implements) or returns GPUSTACK_STATUS_INCOMPATIBLE_VERSION. It does
+ * nothing else: no allocation, no vendor library, no logging. Any thread; may be called more
+ * than once. The version both then use is min(host_abi_minor, plugin_abi_minor); init says it. */
 typedef gpustack_status (*gpustack_plugin_negotiate_fn)(gpustack_negotiate_args* args);
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args);
 

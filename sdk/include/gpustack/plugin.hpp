@@ -86,6 +86,25 @@ void SetIfFits(S* s, F S::*field, const F& value) {
   if (offset + sizeof(F) <= s->struct_size) s->*field = value;
 }
 
+// Records the message; if even that cannot allocate, the message is left empty rather than letting
+// an exception escape a noexcept boundary.
+inline void SetLastError(const char* a, const char* b = "") noexcept {
+  try {
+    LastError().assign(a).append(b);
+  } catch (...) {
+    LastError().clear();
+  }
+}
+
+// A host array of `count` elements must not be NULL.
+template <class T>
+std::span<const T> HostArray(const T* data, size_t count, const char* what) {
+  if (count > 0 && data == nullptr) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, std::string(what) + " is NULL with a count");
+  }
+  return {data, count};
+}
+
 template <class Fn>
 gpustack_status Guard(Fn&& fn) noexcept {
   try {
@@ -93,19 +112,16 @@ gpustack_status Guard(Fn&& fn) noexcept {
     std::forward<Fn>(fn)();
     return GPUSTACK_STATUS_OK;
   } catch (const Error& e) {
-    LastError() = e.what();
+    SetLastError(e.what());
     return e.code() == GPUSTACK_STATUS_OK ? GPUSTACK_STATUS_UNKNOWN : e.code();
   } catch (const std::bad_alloc&) {
-    LastError() = "out of memory";
+    SetLastError("out of memory");
     return GPUSTACK_STATUS_RESOURCE_EXHAUSTED;
   } catch (const std::exception& e) {
-    try {
-      LastError() = std::string("unhandled exception in plugin: ") + e.what();
-    } catch (...) {
-    }
+    SetLastError("unhandled exception in plugin: ", e.what());
     return GPUSTACK_STATUS_INTERNAL;
   } catch (...) {
-    LastError() = "unhandled non-standard exception in plugin";
+    SetLastError("unhandled non-standard exception in plugin");
     return GPUSTACK_STATUS_INTERNAL;
   }
 }
@@ -134,12 +150,11 @@ class Host {
  public:
   explicit Host(const gpustack_init_args& args)
       : services_(detail::ReadStruct(args.host, GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0,
-                                     "init_args.host")) {
-    if (args.pci_device_count > 0 && args.pci_devices == nullptr) {
-      throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "init_args.pci_devices is NULL with a count");
-    }
-    for (size_t i = 0; i < args.pci_device_count; ++i) {
-      const gpustack_pci_device* device = args.pci_devices[i];
+                                     "init_args.host")),
+        abi_major_(args.abi_major == 0 ? GPUSTACK_PLUGIN_ABI_MAJOR : args.abi_major),
+        abi_minor_(args.abi_major == 0 ? 0 : args.abi_minor) {
+    for (const gpustack_pci_device* device :
+         detail::HostArray(args.pci_devices, args.pci_device_count, "init_args.pci_devices")) {
       if (device != nullptr && device->struct_size >= GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0) {
         pci_devices_.push_back(device);
       }
@@ -169,11 +184,16 @@ class Host {
     }
     return View(value);
   }
+  // The ABI version negotiation agreed on (a 1.0 host leaves abi_major 0: read as 1.0).
+  uint32_t AbiMajor() const { return abi_major_; }
+  uint32_t AbiMinor() const { return abi_minor_; }
   // The host's PCI inventory (structs too small to be valid are dropped).
   std::span<const gpustack_pci_device* const> PciDevices() const { return pci_devices_; }
 
  private:
   gpustack_host_services services_;
+  uint32_t abi_major_;
+  uint32_t abi_minor_;
   std::vector<const gpustack_pci_device*> pci_devices_;
 };
 
@@ -234,7 +254,8 @@ class ContainerEditSink {
                                     Str(e.host_path),
                                     Str(e.container_path),
                                     Str(e.permissions),
-                                    e.read_only ? 1 : 0};
+                                    e.read_only ? 1 : 0,
+                                    0};
     detail::CheckSink(sink_.add_edit(sink_.host_data, &c), "container edit");
   }
   void Env(std::string_view name, std::string_view value) {
@@ -273,7 +294,8 @@ class MetricsSink {
                                    ToC(s.cores_utilization_percent),
                                    ToC(s.temperature_celsius),
                                    ToC(s.power_watts),
-                                   s.health};
+                                   s.health,
+                                   0};
     detail::CheckSink(sink_.add_device_sample(sink_.host_data, &c), "device sample");
   }
   void Add(const ProcessSample& s) {
@@ -412,8 +434,9 @@ class Adapter {
                                               &gpustack_container_edit_sink::add_edit, "container edit sink"));
       sdk::Grant grant{std::string(View(a.pod_uid)), std::string(View(a.container_name)), a.mode,
                        {}, a.memory_limit_mib, a.cores_percentage, std::string(View(a.partition_id))};
-      for (size_t i = 0; i < a.accelerator_id_count; ++i) {
-        grant.accelerator_ids.emplace_back(View(a.accelerator_ids[i]));
+      for (gpustack_str id :
+           detail::HostArray(a.accelerator_ids, a.accelerator_id_count, "accelerator_ids")) {
+        grant.accelerator_ids.emplace_back(View(id));
       }
       Self(instance)->Grant(grant, sink);
     });
@@ -464,8 +487,9 @@ class Adapter {
           detail::ReadSink(a.sink, GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0, &gpustack_metrics_sink::add_device_sample, "metrics sink"));
       MetricsRequest request;
       request.include_processes = a.include_processes != 0;
-      for (size_t i = 0; i < a.accelerator_id_count; ++i) {
-        request.accelerator_ids.emplace_back(View(a.accelerator_ids[i]));
+      for (gpustack_str id :
+           detail::HostArray(a.accelerator_ids, a.accelerator_id_count, "accelerator_ids")) {
+        request.accelerator_ids.emplace_back(View(id));
       }
       Self(instance)->SampleMetrics(request, sink);
     });
