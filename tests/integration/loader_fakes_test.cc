@@ -250,7 +250,8 @@ TEST(LoaderFakes, HealthPollingRacesSafelyWithInitAndShutdown) {
       if (events) ++polls;
     }
   });
-  for (int round = 0; round < 200; ++round) {
+  // Cycle until the poller has hit live instances a few times (bounded, in case it never does).
+  for (int round = 0; round < 200 || (polls < 20 && round < 200000); ++round) {
     ASSERT_TRUE(plugin->Init({}, {}));
     ASSERT_TRUE(plugin->Discover());
     plugin->Shutdown();
