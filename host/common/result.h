@@ -30,6 +30,8 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
   const std::string& error() const { return failure().message; }
   const Error& failure() const { return std::get<Error>(state_); }
 

@@ -1,0 +1,336 @@
+#include "host/devices/ledger.h"
+
+#include <algorithm>
+
+namespace gpustack::devices {
+namespace {
+
+std::string CardName(const CardState& c) {
+  return "[" + std::to_string(c.card->index) + "] " + c.card->id;
+}
+
+bool Compatible(Mode held, Mode wanted) { return held == Mode::kNone || held == wanted; }
+
+// Why `c` cannot take a charge of `family` at all (mode, health, partitioning), or "".
+std::string Unavailable(const CardState& c, Family family) {
+  if (c.card->unhealthy) return "unhealthy";
+  const bool partition_family = family == Family::kPartitioned;
+  if (c.card->partitioned() && !partition_family) return "in partition mode (serves partitions only)";
+  if (!c.card->partitioned() && partition_family) return "not in partition mode";
+  const Mode wanted = family == Family::kExclusive ? Mode::kExclusive
+                      : family == Family::kShared  ? Mode::kShared
+                      : family == Family::kSliced  ? Mode::kSliced
+                                                   : Mode::kPartitioned;
+  if (family == Family::kExclusive ? c.mode != Mode::kNone : !Compatible(c.mode, wanted)) {
+    return std::string("held ") + ModeName(c.mode);
+  }
+  return "";
+}
+
+// The first free placement of `profile` on `c`, if any.
+const Placement* FreePlacement(const CardState& c, const PartitionProfile& profile) {
+  for (const Placement& candidate : profile.placements) {
+    const bool taken = std::any_of(c.partitions.begin(), c.partitions.end(),
+                                   [&](const auto& used) { return used.second.Overlaps(candidate); });
+    if (!taken) return &candidate;
+  }
+  return nullptr;
+}
+
+uint32_t UsedMemorySlices(const CardState& c) {
+  uint32_t used = 0;
+  for (const auto& p : c.partitions) used += p.second.length;
+  return used;
+}
+
+}  // namespace
+
+uint32_t CardState::RemainingInstances(const PartitionProfile& profile) const {
+  // Placements of one profile share a length, so taking them greedily by start is optimal.
+  std::vector<Placement> taken;
+  for (const auto& p : partitions) taken.push_back(p.second);
+  uint32_t count = 0;
+  for (const Placement& candidate : profile.placements) {
+    if (std::none_of(taken.begin(), taken.end(),
+                     [&](const Placement& t) { return t.Overlaps(candidate); })) {
+      taken.push_back(candidate);
+      ++count;
+    }
+  }
+  return count;
+}
+
+uint32_t CardState::AllocatedInstances(const std::string& profile) const {
+  return static_cast<uint32_t>(std::count_if(partitions.begin(), partitions.end(),
+                                             [&](const auto& p) { return p.first == profile; }));
+}
+
+NodeLedger::NodeLedger(std::string node, DevicesSpec spec)
+    : node_(std::move(node)), spec_(std::move(spec)) {
+  for (const Group& g : spec_.groups) {
+    for (const Accelerator& a : g.accelerators) {
+      card_index_.emplace(a.id, cards_.size());
+      cards_.push_back(CardState{&g, &a, Mode::kNone, 0, 0, 0, 0, {}});
+    }
+  }
+}
+
+NodeLedger::NodeLedger(const NodeLedger& other) : NodeLedger(other.node_, other.spec_) {
+  for (const auto& [owner, allocation] : other.allocations_) {
+    for (const Charge& c : allocation.charges) Apply(c, +1);
+    allocations_.emplace(owner, allocation);
+  }
+}
+
+CardState* NodeLedger::FindCard(const std::string& accelerator_id) {
+  auto it = card_index_.find(accelerator_id);
+  return it == card_index_.end() ? nullptr : &cards_[it->second];
+}
+
+Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
+  std::string why;  // per-card reasons, for the explanation
+  auto note = [&](const CardState& c, const std::string& reason) {
+    why += (why.empty() ? "" : "; ") + CardName(c) + ": " + reason;
+  };
+  std::vector<const CardState*> eligible;
+  for (const CardState& c : cards_) {
+    if (c.group->manufacturer != r.manufacturer) continue;
+    if (std::string reason = Unavailable(c, r.family); !reason.empty()) {
+      note(c, reason);
+      continue;
+    }
+    eligible.push_back(&c);
+  }
+  const std::string what = std::string(r.family == Family::kExclusive ? "an " : "a ") +
+                           FamilyName(r.family) + " request";
+  auto nothing = [&](const std::string& detail) -> Error {
+    return Error{"no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
+                 (why.empty() ? std::string(": the node has no ") + r.manufacturer + " card"
+                              : ": " + why)};
+  };
+
+  switch (r.family) {
+    case Family::kExclusive: {
+      if (eligible.size() < r.count) {
+        for (const CardState* c : eligible) note(*c, "free");
+        return nothing(" for " + std::to_string(r.count) + " card(s) (" +
+                       std::to_string(eligible.size()) + " free)");
+      }
+      std::vector<Charge> charges;
+      for (size_t i = 0; i < r.count; ++i) {
+        charges.push_back({eligible[i]->card->id, Mode::kExclusive, kCardCredits, 0, 0, {}, {}});
+      }
+      return charges;
+    }
+    case Family::kShared: {
+      const CardState* best = nullptr;
+      for (const CardState* c : eligible) {
+        const uint32_t free = kSharedSlots - c->shared_slots;
+        if (free < r.count) {
+          note(*c, std::to_string(free) + " free ownership slot(s) < " + std::to_string(r.count));
+        } else if (best == nullptr || c->shared_slots > best->shared_slots) {
+          best = c;  // pack onto the fullest card that fits; ties keep spec order
+        }
+      }
+      if (best == nullptr) return nothing(" for " + std::to_string(r.count) + " slot(s)");
+      return std::vector<Charge>{{best->card->id, Mode::kShared,
+                                  static_cast<int64_t>(r.count) * kSharedSlotCredits, r.count, 0,
+                                  {}, {}}};
+    }
+    case Family::kSliced: {
+      const CardState* best = nullptr;
+      for (const CardState* c : eligible) {
+        if (!c->card->sliceable()) {
+          note(*c, "offers no logical slices");
+        } else if (c->remaining() < r.units) {
+          note(*c, std::to_string(c->remaining()) + " credits remaining < " + std::to_string(r.units));
+        } else if (c->slices >= c->card->logical_count) {
+          note(*c, "no free slice slot (" + std::to_string(c->slices) + "/" +
+                       std::to_string(c->card->logical_count) + ")");
+        } else if (!c->card->cores_percentage_overcommit &&
+                   c->cores_percentage + r.cores_percentage > 100) {
+          note(*c, std::to_string(100 - c->cores_percentage) + "% compute left < " +
+                       std::to_string(r.cores_percentage) + "% (no overcommit)");
+        } else if (best == nullptr || c->remaining() < best->remaining()) {
+          best = c;  // the fullest card that fits
+        }
+      }
+      if (best == nullptr) return nothing(" of " + std::to_string(r.units) + " units");
+      return std::vector<Charge>{
+          {best->card->id, Mode::kSliced, r.units, 0, r.cores_percentage, {}, {}}};
+    }
+    case Family::kPartitioned: {
+      const CardState* best = nullptr;
+      const Placement* best_placement = nullptr;
+      for (const CardState* c : eligible) {
+        const PartitionProfile* profile = c->card->FindProfile(r.profile);
+        const Placement* placement = profile ? FreePlacement(*c, *profile) : nullptr;
+        if (profile == nullptr) {
+          note(*c, "does not offer " + r.profile);
+        } else if (placement == nullptr) {
+          note(*c, "no free placement for " + r.profile);
+        } else if (c->remaining() < r.units) {
+          note(*c, std::to_string(c->remaining()) + " credits remaining < " + std::to_string(r.units));
+        } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
+          best = c;  // the most occupied card that fits
+          best_placement = placement;
+        }
+      }
+      if (best == nullptr) return nothing(" for " + r.profile);
+      return std::vector<Charge>{
+          {best->card->id, Mode::kPartitioned, r.units, 0, 0, r.profile, *best_placement}};
+    }
+  }
+  return Error{"unknown family"};
+}
+
+Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
+  const std::string where = "card " + CardName(c) + " on node " + node_;
+  if (charge.mode == Mode::kNone) return Error{where + ": a charge needs a mode"};
+  if (!Compatible(c.mode, charge.mode) || (charge.mode == Mode::kExclusive && c.mode != Mode::kNone)) {
+    return Error{where + " is held " + ModeName(c.mode) + ", cannot add " + ModeName(charge.mode)};
+  }
+  if ((charge.mode == Mode::kPartitioned) != c.card->partitioned()) {
+    return Error{where + (c.card->partitioned() ? " is in partition mode" : " is not in partition mode")};
+  }
+  if (charge.credits <= 0 || c.allocated + charge.credits > kCardCredits) {
+    return Error{where + ": " + std::to_string(charge.credits) + " credits do not fit the " +
+                 std::to_string(c.remaining()) + " remaining"};
+  }
+  switch (charge.mode) {
+    case Mode::kShared:
+      if (charge.shared_slots == 0 || c.shared_slots + charge.shared_slots > kSharedSlots) {
+        return Error{where + ": " + std::to_string(charge.shared_slots) + " shared slot(s) do not fit"};
+      }
+      break;
+    case Mode::kSliced:
+      if (!c.card->sliceable() || c.slices >= c.card->logical_count) {
+        return Error{where + ": no free logical slice slot"};
+      }
+      if (!c.card->cores_percentage_overcommit && c.cores_percentage + charge.cores_percentage > 100) {
+        return Error{where + ": compute budgets would exceed 100%"};
+      }
+      break;
+    case Mode::kPartitioned: {
+      const PartitionProfile* profile = c.card->FindProfile(charge.profile);
+      if (profile == nullptr) return Error{where + " does not offer profile " + charge.profile};
+      if (std::find(profile->placements.begin(), profile->placements.end(), charge.placement) ==
+          profile->placements.end()) {
+        return Error{where + ": placement " + std::to_string(charge.placement.start) + "+" +
+                     std::to_string(charge.placement.length) + " is not legal for " + charge.profile};
+      }
+      for (const auto& used : c.partitions) {
+        if (used.second.Overlaps(charge.placement)) {
+          return Error{where + ": placement overlaps an existing " + used.first};
+        }
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return Ok{};
+}
+
+void NodeLedger::Apply(const Charge& charge, int sign) {
+  CardState& c = *FindCard(charge.accelerator_id);
+  c.allocated += sign * charge.credits;
+  switch (charge.mode) {
+    case Mode::kShared: c.shared_slots += sign * static_cast<int>(charge.shared_slots); break;
+    case Mode::kSliced:
+      c.slices += sign;
+      c.cores_percentage += sign * static_cast<int>(charge.cores_percentage);
+      break;
+    case Mode::kPartitioned:
+      if (sign > 0) {
+        c.partitions.emplace_back(charge.profile, charge.placement);
+      } else {
+        auto it = std::find(c.partitions.begin(), c.partitions.end(),
+                            std::make_pair(charge.profile, charge.placement));
+        if (it != c.partitions.end()) c.partitions.erase(it);
+      }
+      break;
+    default: break;
+  }
+  c.mode = c.allocated == 0 ? Mode::kNone : charge.mode;
+}
+
+Result<Allocation> NodeLedger::Reserve(const Owner& owner, const Request& request) {
+  if (auto held = allocations_.find(owner); held != allocations_.end()) return held->second;
+  auto charges = Fit(request);
+  if (!charges) return Error{charges.error()};
+  Allocation allocation{owner, std::move(charges).value()};
+  for (const Charge& c : allocation.charges) Apply(c, +1);
+  allocations_.emplace(owner, allocation);
+  return allocation;
+}
+
+Status NodeLedger::Restore(const Allocation& allocation) {
+  if (allocations_.count(allocation.owner)) {
+    if (allocations_.at(allocation.owner) == allocation) return Ok{};
+    return Error{"pod " + allocation.owner.pod_uid + " container " + allocation.owner.container +
+                 " already holds a different allocation on node " + node_};
+  }
+  // Check on a scratch copy so a refused allocation leaves nothing behind.
+  NodeLedger scratch(*this);
+  for (const Charge& charge : allocation.charges) {
+    CardState* card = scratch.FindCard(charge.accelerator_id);
+    if (card == nullptr) {
+      return Error{"allocation of pod " + allocation.owner.pod_uid + " names card " +
+                   charge.accelerator_id + ", which node " + node_ + " does not have"};
+    }
+    if (auto ok = scratch.Check(charge, *card); !ok) return ok;
+    scratch.Apply(charge, +1);
+  }
+  for (const Charge& c : allocation.charges) Apply(c, +1);
+  allocations_.emplace(allocation.owner, allocation);
+  return Ok{};
+}
+
+bool NodeLedger::Release(const Owner& owner) {
+  auto it = allocations_.find(owner);
+  if (it == allocations_.end()) return false;
+  for (const Charge& c : it->second.charges) Apply(c, -1);
+  allocations_.erase(it);
+  return true;
+}
+
+void NodeLedger::ReleaseTerminated(const Owner& owner) {
+  auto it = allocations_.find(owner);
+  if (it == allocations_.end()) return;
+  std::vector<Charge>& charges = it->second.charges;
+  for (auto c = charges.begin(); c != charges.end();) {
+    if (c->mode == Mode::kPartitioned) {
+      ++c;
+    } else {
+      Apply(*c, -1);
+      c = charges.erase(c);
+    }
+  }
+  if (charges.empty()) allocations_.erase(it);
+}
+
+DevicesStatus NodeLedger::ToStatus() const {
+  DevicesStatus status;
+  for (const CardState& c : cards_) {
+    if (status.groups.empty() || status.groups.back().id != c.group->id ||
+        status.groups.back().manufacturer != c.group->manufacturer) {
+      status.groups.push_back({c.group->id, c.group->manufacturer, {}});
+    }
+    AcceleratorAllocation a;
+    a.id = c.card->id;
+    a.index = c.card->index;
+    a.mode = c.mode;
+    a.allocated = c.allocated;
+    a.remaining = c.remaining();
+    a.allocated_slices = c.slices;
+    for (const PartitionProfile& p : c.card->profiles) {
+      if (const uint32_t n = c.AllocatedInstances(p.name); n > 0) a.allocated_profiles.push_back({p.name, n});
+      a.remaining_profiles.push_back({p.name, c.RemainingInstances(p)});
+    }
+    status.groups.back().accelerators.push_back(std::move(a));
+  }
+  return status;
+}
+
+}  // namespace gpustack::devices

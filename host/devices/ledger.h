@@ -1,0 +1,85 @@
+// One node's ledger: its Devices spec plus every allocation charged against it, and the fit
+// arithmetic that the AdmissionCheck (gate 3), the device-plugin allocator (gate 5) and the
+// capacity views all share. Pure and single-threaded: callers serialize (the allocator holds a
+// per-node mutex around identify, fit and reserve).
+//
+// Invariants, checked by the property tests: no card is charged past 1,600,000 credits, 10 shared
+// slots, its logical slice count, 100 % compute (unless it overcommits) or overlapping partition
+// placements; no card is held in two modes; releasing an allocation restores the ledger exactly.
+#ifndef GPUSTACK_HOST_DEVICES_LEDGER_H_
+#define GPUSTACK_HOST_DEVICES_LEDGER_H_
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "host/common/result.h"
+#include "host/devices/model.h"
+#include "host/devices/request.h"
+
+namespace gpustack::devices {
+
+// The live state of one card, derived from the allocations charged to it.
+struct CardState {
+  const Group* group = nullptr;
+  const Accelerator* card = nullptr;
+  Mode mode = Mode::kNone;
+  int64_t allocated = 0;
+  uint32_t shared_slots = 0;
+  uint32_t slices = 0;
+  uint32_t cores_percentage = 0;
+  std::vector<std::pair<std::string, Placement>> partitions;  // profile, placement
+
+  int64_t remaining() const { return kCardCredits - allocated; }
+  // How many more instances of `profile` fit in the free placements (0 if not offered).
+  uint32_t RemainingInstances(const PartitionProfile& profile) const;
+  uint32_t AllocatedInstances(const std::string& profile) const;
+};
+
+class NodeLedger {
+ public:
+  NodeLedger(std::string node, DevicesSpec spec);
+  NodeLedger(const NodeLedger& other);
+  NodeLedger& operator=(const NodeLedger&) = delete;
+
+  const std::string& node() const { return node_; }
+  const DevicesSpec& spec() const { return spec_; }
+  const std::vector<CardState>& cards() const { return cards_; }
+  const std::map<Owner, Allocation>& allocations() const { return allocations_; }
+
+  // Where `request` would go, without charging it: deterministic, and when nothing fits the error
+  // names each card and the limit that stopped it.
+  Result<std::vector<Charge>> Fit(const Request& request) const;
+
+  // Charges `request` to `owner`. Idempotent: an owner that already holds an allocation gets it
+  // back unchanged (a retried Allocate is never charged twice).
+  Result<Allocation> Reserve(const Owner& owner, const Request& request);
+
+  // Adopts an allocation recorded elsewhere (a Pod annotation, after a restart). Refused, with the
+  // reason, when it names an unknown card or would over-charge one: never over-admit.
+  gpustack::Status Restore(const Allocation& allocation);
+
+  // Releases what `owner` holds; false when it holds nothing (idempotent).
+  bool Release(const Owner& owner);
+  // A Pod that Succeeded or Failed gives back exclusive, shared and sliced charges at once;
+  // partitions stay charged until the Pod is deleted (their hardware instance still exists).
+  void ReleaseTerminated(const Owner& owner);
+
+  DevicesStatus ToStatus() const;
+
+ private:
+  CardState* FindCard(const std::string& accelerator_id);
+  gpustack::Status Check(const Charge& charge, const CardState& card) const;
+  void Apply(const Charge& charge, int sign);
+
+  std::string node_;
+  DevicesSpec spec_;
+  std::vector<CardState> cards_;  // spec order: group by group, card by card
+  std::unordered_map<std::string, size_t> card_index_;
+  std::map<Owner, Allocation> allocations_;
+};
+
+}  // namespace gpustack::devices
+
+#endif  // GPUSTACK_HOST_DEVICES_LEDGER_H_

@@ -1,0 +1,359 @@
+#include "host/devices/request.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace gpustack::devices {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxQuantity = std::numeric_limits<int32_t>::max();
+
+// The accelerator keys of one container, sorted out per manufacturer.
+struct Keys {
+  const ResourceKind* kind = nullptr;
+  std::map<std::string, json> values;  // suffix ("", ".shared", ".sliced.memory-mib", ...) -> value
+  std::vector<std::string> profiles;   // partition profile names, from <base>.partitioned.<kind>-<p>
+  std::map<std::string, json> profile_values;
+  std::set<Family> families;
+};
+
+struct Container {
+  std::string name;
+  std::string path;  // "spec.containers[1]"
+  enum Group { kInit, kApp, kSidecar } group = kApp;
+  std::optional<Keys> keys;  // set when the container names any accelerator key
+};
+
+std::string Invalid(const std::string& path, const std::string& key, const json& value,
+                    const std::string& reason) {
+  const std::string shown = value.is_string() ? value.get<std::string>() : value.dump();
+  return path + ".resources.limits[" + key + "]: Invalid value: \"" + shown + "\": " + reason;
+}
+
+// Reads the accelerator keys from a container's limits (requests when limits lack them: extended
+// resources must be equal in both, and the API server enforces it).
+Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& path,
+                                     const std::vector<ResourceKind>& kinds) {
+  std::optional<Keys> keys;
+  const json* resources = container.contains("resources") ? &container["resources"] : nullptr;
+  if (resources == nullptr || !resources->is_object()) return keys;
+  std::map<std::string, json> merged;
+  for (const char* section : {"requests", "limits"}) {  // limits win
+    auto it = resources->find(section);
+    if (it == resources->end() || !it->is_object()) continue;
+    for (const auto& [key, value] : it->items()) merged[key] = value;
+  }
+  for (const auto& [key, value] : merged) {
+    for (const ResourceKind& kind : kinds) {
+      if (key != kind.base && key.rfind(kind.base + ".", 0) != 0) continue;
+      const std::string suffix = key.substr(kind.base.size());
+      if (!keys) {
+        keys.emplace();
+        keys->kind = &kind;
+      } else if (keys->kind != &kind) {
+        return Error{path + ".resources.limits: Forbidden: a container may request accelerators "
+                            "of one manufacturer, found " +
+                     keys->kind->base + " and " + kind.base};
+      }
+      const std::string profile_prefix = ".partitioned." + kind.partition_kind + "-";
+      if (suffix.empty()) {
+        keys->families.insert(Family::kExclusive);
+      } else if (suffix == ".shared") {
+        keys->families.insert(Family::kShared);
+      } else if (suffix == ".sliced" || suffix == ".sliced.memory-percentage" ||
+                 suffix == ".sliced.memory-mib" || suffix == ".sliced.cores-percentage") {
+        keys->families.insert(Family::kSliced);
+      } else if (suffix == ".partitioned") {
+        keys->families.insert(Family::kPartitioned);
+      } else if (!kind.partition_kind.empty() && suffix.rfind(profile_prefix, 0) == 0 &&
+                 suffix.size() > profile_prefix.size()) {
+        keys->families.insert(Family::kPartitioned);
+        keys->profiles.push_back(suffix.substr(profile_prefix.size()));
+        keys->profile_values[keys->profiles.back()] = value;
+        continue;
+      } else {
+        // ".sliced.units"/".partitioned.units" are derived (overwritten); anything else under the
+        // base is not an accelerator family (e.g. the legacy ".sliced.mig-<p>").
+        continue;
+      }
+      keys->values[suffix] = value;
+    }
+  }
+  if (keys && keys->families.empty()) keys.reset();  // only derived or foreign keys
+  return keys;
+}
+
+std::string FamilyList(const std::set<Family>& families) {
+  std::string out = "[";
+  for (Family f : families) out += (out.size() > 1 ? " " : "") + std::string(FamilyName(f));
+  return out + "]";
+}
+
+// Validates one container's keys of one family and folds them into a Request.
+Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
+  const Keys& k = *c.keys;
+  const std::string& base = k.kind->base;
+  Request r;
+  r.manufacturer = k.kind->manufacturer;
+  r.base = base;
+  r.family = *k.families.begin();
+  auto count = [&](const std::string& suffix, int64_t max) -> Result<int64_t> {
+    auto parsed = ParseCount(k.values.at(suffix), max);
+    if (!parsed) return Error{Invalid(c.path, base + suffix, k.values.at(suffix), parsed.error())};
+    return parsed;
+  };
+  switch (r.family) {
+    case Family::kExclusive: {
+      auto n = count("", kMaxQuantity);
+      if (!n) return Error{n.error()};
+      r.count = static_cast<uint32_t>(*n);
+      return r;
+    }
+    case Family::kShared: {
+      auto n = ParseCount(k.values.at(".shared"), kMaxQuantity);
+      if (!n) return Error{Invalid(c.path, base + ".shared", k.values.at(".shared"), n.error())};
+      if (*n > kSharedSlots) {
+        return Error{Invalid(c.path, base + ".shared", k.values.at(".shared"),
+                             "a shared request takes 1 to 10 of one accelerator's ownership slots")};
+      }
+      r.count = static_cast<uint32_t>(*n);
+      return r;
+    }
+    case Family::kSliced: {
+      if (!k.values.count(".sliced")) {
+        return Error{c.path + ".resources.limits: Required value: a " + base +
+                     ".sliced request must set " + base + ".sliced: \"1\""};
+      }
+      auto n = count(".sliced", kMaxQuantity);
+      if (!n) return Error{n.error()};
+      if (*n != 1) {
+        return Error{Invalid(c.path, base + ".sliced", k.values.at(".sliced"),
+                             "a logical slice request is always a single accelerator; "
+                             "multi-accelerator logical slicing is not supported yet")};
+      }
+      const bool has_percent = k.values.count(".sliced.memory-percentage") > 0;
+      const bool has_mib = k.values.count(".sliced.memory-mib") > 0;
+      if (!has_percent && !has_mib) {
+        return Error{c.path + ".resources.limits: Required value: a " + base +
+                     ".sliced request must set " + base + ".sliced.memory-percentage or " + base +
+                     ".sliced.memory-mib"};
+      }
+      if (has_percent && has_mib) {
+        return Error{c.path + ".resources.limits: Forbidden: cannot set both " + base +
+                     ".sliced.memory-percentage and " + base + ".sliced.memory-mib"};
+      }
+      if (has_percent) {
+        auto p = count(".sliced.memory-percentage", 100);
+        if (!p) return Error{p.error()};
+        r.memory_percentage = static_cast<uint32_t>(*p);
+      } else {
+        if (fold.card_memory_mib == 0) {
+          return Error{c.path + ".resources.limits[" + base +
+                       ".sliced.memory-mib]: Forbidden: the pool's card memory is unknown, so a "
+                       "MiB budget cannot be folded; use " + base + ".sliced.memory-percentage"};
+        }
+        auto m = count(".sliced.memory-mib", static_cast<int64_t>(fold.card_memory_mib));
+        if (!m) return Error{m.error()};
+        r.memory_mib = static_cast<uint64_t>(*m);
+      }
+      if (k.values.count(".sliced.cores-percentage")) {
+        auto cores = count(".sliced.cores-percentage", 100);
+        if (!cores) return Error{cores.error()};
+        r.cores_percentage = static_cast<uint32_t>(*cores);
+      }
+      r.units = SliceUnits(r.memory_percentage, r.memory_mib, fold.card_memory_mib);
+      return r;
+    }
+    case Family::kPartitioned: {
+      if (!k.values.count(".partitioned")) {
+        return Error{c.path + ".resources.limits: Required value: a " + base +
+                     ".partitioned.<kind>-<profile> request must also set " + base +
+                     ".partitioned: \"1\""};
+      }
+      auto n = count(".partitioned", kMaxQuantity);
+      if (!n) return Error{n.error()};
+      if (*n != 1) {
+        return Error{Invalid(c.path, base + ".partitioned", k.values.at(".partitioned"),
+                             "a partition request is always a single accelerator; request one "
+                             "Pod per instance")};
+      }
+      if (k.profiles.empty()) {
+        return Error{c.path + ".resources.limits: Required value: a " + base +
+                     ".partitioned request must name a profile, e.g. " + base +
+                     ".partitioned.<kind>-<profile>"};
+      }
+      r.profile = k.profiles.front();
+      const std::string key = base + ".partitioned." + k.kind->partition_kind + "-" + r.profile;
+      const json& value = k.profile_values.at(r.profile);
+      auto one = ParseCount(value, kMaxQuantity);
+      if (!one) return Error{Invalid(c.path, key, value, one.error())};
+      if (*one != 1) {
+        return Error{Invalid(c.path, key, value, "a partition profile request must be exactly 1 instance")};
+      }
+      const PartitionProfile* profile = nullptr;
+      std::string offered;
+      for (const PartitionProfile& p : fold.offered_profiles) {
+        if (p.name == r.profile) profile = &p;
+        offered += (offered.empty() ? "" : " ") + p.name;
+      }
+      if (profile == nullptr || fold.card_memory_mib == 0) {
+        return Error{c.path + ".resources.limits[" + key + "]: Unsupported value: \"" + r.profile +
+                     "\": the pool offers no such partition profile; offered: [" + offered + "]"};
+      }
+      r.units = PartitionUnits(profile->memory_mib, fold.card_memory_mib);
+      return r;
+    }
+  }
+  return Error{"unreachable"};
+}
+
+}  // namespace
+
+const char* FamilyName(Family family) {
+  switch (family) {
+    case Family::kExclusive: return "exclusive";
+    case Family::kShared: return "shared";
+    case Family::kSliced: return "sliced";
+    case Family::kPartitioned: return "partitioned";
+  }
+  return "unknown";
+}
+
+int64_t SliceUnits(uint32_t memory_percentage, uint64_t memory_mib, uint64_t card_memory_mib) {
+  if (memory_percentage > 0) return static_cast<int64_t>(memory_percentage) * kCreditsPerPercent;
+  if (card_memory_mib == 0) return 0;
+  // 128-bit product: MiB x 1.6M overflows 64 bits only past 10^13 MiB, but be exact anyway.
+  return static_cast<int64_t>(static_cast<unsigned __int128>(memory_mib) * kCardCredits /
+                              card_memory_mib);
+}
+
+int64_t PartitionUnits(uint64_t profile_memory_mib, uint64_t card_memory_mib) {
+  return std::min<int64_t>(SliceUnits(0, profile_memory_mib, card_memory_mib), kCardCredits);
+}
+
+Result<int64_t> ParseCount(const json& value, int64_t max) {
+  int64_t n = 0;
+  if (value.is_number_integer()) {
+    n = value.get<int64_t>();
+  } else if (value.is_string()) {
+    std::string text = value.get<std::string>();
+    int64_t divisor = 1;
+    if (!text.empty() && text.back() == 'm') {  // milli: "2000m" is 2
+      text.pop_back();
+      divisor = 1000;
+    }
+    const bool negative = !text.empty() && text.front() == '-';
+    const std::string digits = negative ? text.substr(1) : text;
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+      if (digits.find_first_not_of("0123456789.") == std::string::npos && !digits.empty()) {
+        return Error{"must be a whole number"};
+      }
+      return Error{"must be a whole number written in digits (no unit suffix)"};
+    }
+    if (digits.size() > 18) return Error{"must be at most " + std::to_string(max)};
+    n = std::stoll(digits) * (negative ? -1 : 1);
+    if (n % divisor != 0) return Error{"must be a whole number"};
+    n /= divisor;
+  } else if (value.is_number()) {
+    return Error{"must be a whole number"};
+  } else {
+    return Error{"must be a quantity"};
+  }
+  if (n <= 0) return Error{"must be positive"};
+  if (n > max) return Error{"must be at most " + std::to_string(max)};
+  return n;
+}
+
+Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
+                                                       const std::vector<ResourceKind>& kinds,
+                                                       const FoldContext& fold) {
+  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
+    return Error{"spec: Required value: the Pod has no spec"};
+  }
+  const json& spec = pod["spec"];
+  std::vector<Container> containers;
+  for (const char* list : {"initContainers", "containers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end()) continue;
+    if (!it->is_array()) return Error{std::string("spec.") + list + ": Invalid value: must be a list"};
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& cj = (*it)[i];
+      Container c;
+      c.path = std::string("spec.") + list + "[" + std::to_string(i) + "]";
+      if (!cj.is_object()) return Error{c.path + ": Invalid value: must be an object"};
+      c.name = cj.value("name", "");
+      if (std::string(list) == "containers") {
+        c.group = Container::kApp;
+      } else {
+        c.group = cj.value("restartPolicy", "") == "Always" ? Container::kSidecar : Container::kInit;
+      }
+      auto keys = ReadKeys(cj, c.path, kinds);
+      if (!keys) return Error{keys.error()};
+      c.keys = std::move(keys).value();
+      containers.push_back(std::move(c));
+    }
+  }
+
+  // Rule 7: a native sidecar holds no accelerator.
+  for (const Container& c : containers) {
+    if (c.group == Container::kSidecar && c.keys) {
+      return Error{c.path + ".resources.limits: Forbidden: a restartable init container (a native "
+                            "sidecar) may not request an accelerator; move the request to an app "
+                            "container"};
+    }
+  }
+  // Rule 1: one family (in the Pod and in each container), one container group.
+  std::set<Family> families;
+  bool init_requests = false, app_requests = false;
+  for (const Container& c : containers) {
+    if (!c.keys) continue;
+    families.insert(c.keys->families.begin(), c.keys->families.end());
+    (c.group == Container::kInit ? init_requests : app_requests) = true;
+  }
+  if (families.empty()) return std::vector<ContainerRequest>{};
+  if (families.size() > 1) {
+    return Error{"spec: Forbidden: a Pod may request only one accelerator family, found " +
+                 FamilyList(families)};
+  }
+  if (init_requests && app_requests) {
+    return Error{"spec.initContainers: Forbidden: accelerator requests must sit in one container "
+                 "group; the init containers must give up theirs (devices are held for the Pod's "
+                 "lifetime and the scheduler charges max(sum of init, sum of app) once)"};
+  }
+  // Rule 4: one partition profile in the whole Pod.
+  std::set<std::string> profiles;
+  for (const Container& c : containers) {
+    if (c.keys) profiles.insert(c.keys->profiles.begin(), c.keys->profiles.end());
+  }
+  if (profiles.size() > 1) {
+    std::string list;
+    for (const std::string& p : profiles) list += (list.empty() ? "" : " ") + p;
+    return Error{"spec: Forbidden: a Pod may request only one partition profile, found [" + list + "]"};
+  }
+  // Rule 6: at most one container asks for a slicing family.
+  const Family family = *families.begin();
+  if (family == Family::kSliced || family == Family::kPartitioned) {
+    const auto slicing = std::count_if(containers.begin(), containers.end(),
+                                       [](const Container& c) { return c.keys.has_value(); });
+    if (slicing > 1) {
+      return Error{"spec: Forbidden: at most one container may request a slicing family, found " +
+                   std::to_string(slicing)};
+    }
+  }
+  // Rules 2, 3, 5 and the budgets, per container.
+  std::vector<ContainerRequest> out;
+  for (const Container& c : containers) {
+    if (!c.keys) continue;
+    auto request = BuildRequest(c, fold);
+    if (!request) return Error{request.error()};
+    out.push_back({c.name, std::move(request).value()});
+  }
+  return out;
+}
+
+}  // namespace gpustack::devices

@@ -1,0 +1,166 @@
+// Fit, reserve and release on one node: packing, explanations, idempotence, restore.
+#include <gtest/gtest.h>
+
+#include "host/devices/tests/fixtures.h"
+#include "host/devices/views.h"
+
+namespace gpustack::devices {
+namespace {
+
+using namespace testing;
+
+TEST(Ledger, TwoThirtyPercentSlicesShareACardTwoSixtiesDoNot) {
+  NodeLedger node("n", T4Node(2, "GPU-"));
+  auto a = node.Reserve({"p1", "c"}, Sliced(30, 16384));
+  auto b = node.Reserve({"p2", "c"}, Sliced(30, 16384));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->charges[0].accelerator_id, b->charges[0].accelerator_id) << "packed onto the fullest";
+  auto c = node.Reserve({"p3", "c"}, Sliced(60, 16384));
+  auto d = node.Reserve({"p4", "c"}, Sliced(60, 16384));
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_FALSE(d) << "two 60% slices do not fit one card";
+  EXPECT_EQ(d.error(),
+            "no nvidia card on node n fits a sliced request of 960000 units: [0] GPU-0: 640000 "
+            "credits remaining < 960000; [1] GPU-1: 640000 credits remaining < 960000");
+}
+
+TEST(Ledger, NeverTwoModesOnOneCard) {
+  NodeLedger node("n", A10gNode());
+  ASSERT_TRUE(node.Reserve({"p1", "c"}, Whole(Family::kShared, 2)));
+  auto exclusive = node.Reserve({"p2", "c"}, Whole(Family::kExclusive, 1));
+  ASSERT_FALSE(exclusive);
+  EXPECT_EQ(exclusive.error(),
+            "no nvidia card on node n fits an exclusive request for 1 card(s) (0 free): [0] "
+            "GPU-a10g-0: held Shared");
+  auto slice = node.Reserve({"p3", "c"}, Sliced(10, 24576));
+  ASSERT_FALSE(slice);
+  EXPECT_NE(slice.error().find("held Shared"), std::string::npos);
+  ASSERT_TRUE(node.Reserve({"p4", "c"}, Whole(Family::kShared, 8)));
+  auto full = node.Reserve({"p5", "c"}, Whole(Family::kShared, 1));
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.error().find("0 free ownership slot(s) < 1"), std::string::npos) << full.error();
+}
+
+TEST(Ledger, ExclusiveTakesWholeFreeCardsInOrder) {
+  NodeLedger node("n", T4Node(4, "GPU-"));
+  ASSERT_TRUE(node.Reserve({"p0", "c"}, Sliced(10, 16384)));  // lands on GPU-0
+  auto three = node.Reserve({"p1", "c"}, Whole(Family::kExclusive, 3));
+  ASSERT_TRUE(three) << three.error();
+  ASSERT_EQ(three->charges.size(), 3u);
+  EXPECT_EQ(three->charges[0].accelerator_id, "GPU-1");
+  EXPECT_EQ(three->charges[2].accelerator_id, "GPU-3");
+  EXPECT_FALSE(node.Reserve({"p2", "c"}, Whole(Family::kExclusive, 1)));
+}
+
+TEST(Ledger, ComputeBudgetsCapAt100WithoutOvercommit) {
+  DevicesSpec spec{{{"mlu370", "cambricon", "MLU370", 24576, 0, "", "", "", "", {Card("MLU-0", 0, 16, false)}}}};
+  NodeLedger node("n", spec);
+  Request slice = Sliced(10, 24576, 60);
+  slice.manufacturer = "cambricon";
+  ASSERT_TRUE(node.Reserve({"p1", "c"}, slice));
+  auto second = node.Reserve({"p2", "c"}, slice);
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().find("40% compute left < 60% (no overcommit)"), std::string::npos)
+      << second.error();
+  slice.cores_percentage = 40;
+  EXPECT_TRUE(node.Reserve({"p3", "c"}, slice));
+}
+
+TEST(Ledger, SliceSlotsRunOut) {
+  DevicesSpec spec{{{"dcu", "hygon", "K100", 65536, 0, "", "", "", "", {Card("DCU-0", 0, 4, false)}}}};
+  NodeLedger node("n", spec);
+  Request slice = Sliced(10, 65536, 10);
+  slice.manufacturer = "hygon";
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.Reserve({"p" + std::to_string(i), "c"}, slice));
+  auto fifth = node.Reserve({"p4", "c"}, slice);
+  ASSERT_FALSE(fifth);
+  EXPECT_NE(fifth.error().find("no free slice slot (4/4)"), std::string::npos) << fifth.error();
+}
+
+TEST(Ledger, PartitionsPackOntoTheMostOccupiedCardAndRespectPlacements) {
+  NodeLedger node("n", H100Node(2));
+  auto first = node.Reserve({"p1", "c"}, Partition("1g.10gb", 10240));
+  auto second = node.Reserve({"p2", "c"}, Partition("1g.10gb", 10240));
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(second->charges[0].accelerator_id, first->charges[0].accelerator_id);
+  EXPECT_EQ(second->charges[0].placement, (Placement{1, 1}));
+  // The 4g.40gb's only placement (0-3) overlaps, so it goes to the other card.
+  auto big = node.Reserve({"p3", "c"}, Partition("4g.40gb", 40960));
+  ASSERT_TRUE(big) << big.error();
+  EXPECT_NE(big->charges[0].accelerator_id, first->charges[0].accelerator_id);
+  auto none = node.Reserve({"p4", "c"}, Partition("7g.80gb", 81920));
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("[0] GPU-h100-0: no free placement for 7g.80gb"), std::string::npos)
+      << none.error();
+  EXPECT_NE(none.error().find("[2] GPU-h100-2: not in partition mode"), std::string::npos);
+}
+
+TEST(Ledger, ReserveIsIdempotentAndReleaseRestoresExactly) {
+  NodeLedger node("n", H100Node(3));
+  const DevicesStatus idle = node.ToStatus();
+  auto a = node.Reserve({"p", "c"}, Sliced(25));
+  auto again = node.Reserve({"p", "c"}, Sliced(25));
+  ASSERT_TRUE(a && again);
+  EXPECT_EQ(*a, *again);
+  EXPECT_EQ(node.ToStatus().groups[0].accelerators[3].allocated, 400000) << "charged once";
+  EXPECT_TRUE(node.Release({"p", "c"}));
+  EXPECT_FALSE(node.Release({"p", "c"}));
+  EXPECT_EQ(node.ToStatus(), idle);
+}
+
+TEST(Ledger, TerminatedPodsKeepTheirPartitionsUntilDeleted) {
+  NodeLedger node("n", H100Node(1));
+  ASSERT_TRUE(node.Reserve({"mig", "c"}, Partition("3g.40gb", 40960)));
+  ASSERT_TRUE(node.Reserve({"slice", "c"}, Sliced(50)));
+  node.ReleaseTerminated({"mig", "c"});
+  node.ReleaseTerminated({"slice", "c"});
+  EXPECT_EQ(node.allocations().size(), 1u);
+  EXPECT_EQ(node.ToStatus().groups[0].accelerators[0].allocated, 800000) << "the partition stays";
+  EXPECT_EQ(node.ToStatus().groups[0].accelerators[1].allocated, 0) << "the slice is freed";
+  EXPECT_TRUE(node.Release({"mig", "c"}));
+  EXPECT_TRUE(node.allocations().empty());
+}
+
+TEST(Ledger, RestoreRefusesWhatWouldOverAdmit) {
+  NodeLedger node("n", A10gNode());
+  ASSERT_TRUE(node.Reserve({"p1", "c"}, Sliced(70, 24576)));
+  Allocation too_big{{"p2", "c"}, {{"GPU-a10g-0", Mode::kSliced, 640000, 0, 50, {}, {}}}};
+  auto refused = node.Restore(too_big);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(),
+            "card [0] GPU-a10g-0 on node n: 640000 credits do not fit the 480000 remaining");
+  Allocation other_mode{{"p3", "c"}, {{"GPU-a10g-0", Mode::kExclusive, kCardCredits, 0, 0, {}, {}}}};
+  EXPECT_FALSE(node.Restore(other_mode));
+  Allocation unknown{{"p4", "c"}, {{"GPU-nope", Mode::kSliced, 1000, 0, 1, {}, {}}}};
+  auto missing = node.Restore(unknown);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error(), "allocation of pod p4 names card GPU-nope, which node n does not have");
+  Allocation fits{{"p5", "c"}, {{"GPU-a10g-0", Mode::kSliced, 480000, 0, 30, {}, {}}}};
+  ASSERT_TRUE(node.Restore(fits));
+  EXPECT_TRUE(node.Restore(fits)) << "restoring the same allocation twice is a no-op";
+  EXPECT_EQ(node.ToStatus().groups[0].accelerators[0].remaining, 0);
+  EXPECT_EQ(node.allocations().size(), 2u);
+}
+
+TEST(Ledger, NoCardOfTheManufacturer) {
+  NodeLedger node("n", A10gNode());
+  Request r = Whole(Family::kExclusive, 1);
+  r.manufacturer = "amd";
+  auto fit = node.Fit(r);
+  ASSERT_FALSE(fit);
+  EXPECT_EQ(fit.error(), "no amd card on node n fits an exclusive request for 1 card(s) (0 free): "
+                         "the node has no amd card");
+}
+
+TEST(Ledger, UnhealthyCardsTakeNothing) {
+  DevicesSpec spec = T4Node(2, "GPU-");
+  spec.groups[0].accelerators[0].unhealthy = true;
+  NodeLedger node("n", spec);
+  auto a = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 1));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->charges[0].accelerator_id, "GPU-1");
+  EXPECT_EQ(FormatViews(ComputePoolViews({&node}, "nvidia", "tesla-t4")), "0/0 0/0 0/0 0/0");
+}
+
+}  // namespace
+}  // namespace gpustack::devices
