@@ -15,6 +15,7 @@ packages=(
   libpci-dev                # the host's PCI inventory
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev  # libFuzzer targets (GPUSTACK_FUZZ)
 )
 
 missing=()

@@ -16,6 +16,19 @@ run_suite() {
 
 echo "== normal build =="
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== fuzzing (libFuzzer, bounded) =="
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DGPUSTACK_FUZZ=ON
+cmake --build build-fuzz -j "$jobs"
+for fuzzer in build-fuzz/bin/*_fuzzer; do
+  corpus=$(mktemp -d)  # grows as it runs; the committed seeds stay as they are
+  cp tests/fuzz/corpus/* "$corpus"/
+  # A finding fails the run; the crashing input is printed and kept in build-fuzz/.
+  "$fuzzer" -max_total_time="${GPUSTACK_FUZZ_SECONDS:-60}" -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/ "$corpus"
+  rm -rf "$corpus"
+done
+
 echo "== ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUSTACK_SANITIZE=ON -DGPUSTACK_BUILD_BENCHMARKS=OFF

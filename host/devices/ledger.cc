@@ -198,7 +198,13 @@ Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
                  std::to_string(c.remaining()) + " remaining"};
   }
   switch (charge.mode) {
+    case Mode::kExclusive:
+      if (charge.credits != kCardCredits) return Error{where + ": an exclusive charge is a whole card"};
+      break;
     case Mode::kShared:
+      if (charge.credits != charge.shared_slots * kSharedSlotCredits) {
+        return Error{where + ": a shared charge is 160000 credits per slot"};
+      }
       if (charge.shared_slots == 0 || c.shared_slots + charge.shared_slots > kSharedSlots) {
         return Error{where + ": " + std::to_string(charge.shared_slots) + " shared slot(s) do not fit"};
       }

@@ -377,10 +377,37 @@ Result<Allocation> AllocationFromJson(const json& j) {
     r.String(cj, "allocatedPhysicalProfile", cp, c.profile);
     r.Array(cj, "allocatedPhysicalPlacements", cp, [&](const json& lj, const std::string& lp) {
       if (!r.Object(lj, lp)) return;
+      if (c.placement.length != 0) r.Fail(lp, "a charge holds one placement");
       r.Uint(lj, "start", lp, c.placement.start, true);
       r.Uint(lj, "length", lp, c.placement.length, true);
     });
-    if (c.mode == Mode::kNone) r.Fail(cp + ".mode", "an allocation cannot be mode None");
+    // Each mode carries exactly its own fields, so what is read is what will be written back.
+    switch (c.mode) {
+      case Mode::kNone: r.Fail(cp + ".mode", "an allocation cannot be mode None"); break;
+      case Mode::kExclusive:
+        if (c.credits != kCardCredits) r.Fail(cp + ".allocated", "an exclusive card is 1600000");
+        break;
+      case Mode::kShared:
+        if (c.shared_slots == 0 || c.shared_slots > kSharedSlots ||
+            c.credits != c.shared_slots * kSharedSlotCredits) {
+          r.Fail(cp + ".sharedSlots", "must be 1..10, and allocated 160000 per slot");
+        }
+        break;
+      case Mode::kSliced:
+        if (c.cores_percentage == 0 || c.cores_percentage > 100) {
+          r.Fail(cp + ".coresPercentage", "must be 1..100 for a slice");
+        }
+        break;
+      case Mode::kPartitioned:
+        if (c.profile.empty() || c.placement.length == 0) {
+          r.Fail(cp + ".allocatedPhysicalProfile", "a partition needs a profile and one placement");
+        }
+        break;
+    }
+    const bool stray = (c.mode != Mode::kShared && c.shared_slots != 0) ||
+                       (c.mode != Mode::kSliced && c.cores_percentage != 0) ||
+                       (c.mode != Mode::kPartitioned && (!c.profile.empty() || c.placement.length != 0));
+    if (stray) r.Fail(cp, std::string("carries fields that a ") + ModeName(c.mode) + " charge has not");
     allocation.charges.push_back(std::move(c));
   });
   if (!r.problem.empty()) return Error{r.problem};

@@ -286,11 +286,18 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
       Container c;
       c.path = std::string("spec.") + list + "[" + std::to_string(i) + "]";
       if (!cj.is_object()) return Error{c.path + ": Invalid value: must be an object"};
-      c.name = cj.value("name", "");
+      for (const char* field : {"name", "restartPolicy"}) {
+        if (cj.contains(field) && !cj[field].is_string()) {
+          return Error{c.path + "." + field + ": Invalid value: must be a string"};
+        }
+      }
+      c.name = cj.contains("name") ? cj["name"].get<std::string>() : "";
+      const bool restartable =
+          cj.contains("restartPolicy") && cj["restartPolicy"].get<std::string>() == "Always";
       if (std::string(list) == "containers") {
         c.group = Container::kApp;
       } else {
-        c.group = cj.value("restartPolicy", "") == "Always" ? Container::kSidecar : Container::kInit;
+        c.group = restartable ? Container::kSidecar : Container::kInit;
       }
       auto keys = ReadKeys(cj, c.path, kinds);
       if (!keys) return Error{keys.error()};

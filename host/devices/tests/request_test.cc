@@ -218,6 +218,11 @@ TEST(Quantities, EdgeCases) {
   }
   ASSERT_FALSE(Parse(Pod({Container("main", {{"nvidia.com/gpu", "0"}})})));
   ASSERT_FALSE(ParsePodRequests(json::object(), kKinds, H100Pool()));
+  // Found by the fuzzer: a non-string name used to throw out of the parser.
+  auto odd = ParsePodRequests(json::parse(R"({"spec":{"initContainers":[{"name":{"limits":{}}}]}})"),
+                              kKinds, H100Pool());
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error(), "spec.initContainers[0].name: Invalid value: must be a string");
   ASSERT_FALSE(ParsePodRequests(json{{"spec", {{"containers", 3}}}}, kKinds, H100Pool()));
 }
 
