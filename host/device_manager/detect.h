@@ -20,9 +20,9 @@ struct DetectOptions {
   std::string plugin_path_env;           // GPUSTACK_PLUGIN_PATH
   std::filesystem::path default_plugin_dir = loader::DefaultPluginDir();
   pci::ScanOptions pci;
-  std::string node_config_path;          // --node-config / GPUSTACK_NODE_CONFIG; empty = none
-  std::string enable_env;                // GPUSTACK_PLUGIN_ENABLE
-  std::string enable_flag;               // --enable
+  std::string node_config_path;  // --node-config / GPUSTACK_NODE_CONFIG; empty = none
+  std::string enable_env;        // GPUSTACK_PLUGIN_ENABLE
+  std::string enable_flag;       // --enable
   loader::LoaderOptions loader;
 };
 
@@ -31,8 +31,8 @@ struct PluginReport {
   std::string name;  // from the manifest; empty when the manifest itself is bad
   std::string library_path;
   bool enabled = false;
-  std::string decision;     // why it is enabled or not
-  std::string load_error;   // set when an enabled plugin could not be loaded or initialized
+  std::string decision;    // why it is enabled or not
+  std::string load_error;  // set when an enabled plugin could not be loaded or initialized
   std::optional<loader::PluginIdentity> identity;
   loader::AbiVersion negotiated;
   // Discovery: status name ("OK", "UNIMPLEMENTED", ...), message, and what it found.

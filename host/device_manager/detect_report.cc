@@ -25,18 +25,25 @@ std::string Capabilities(gpustack_capabilities caps) {
 
 const char* HealthName(gpustack_health health) {
   switch (health) {
-    case GPUSTACK_HEALTH_HEALTHY: return "Healthy";
-    case GPUSTACK_HEALTH_UNHEALTHY: return "Unhealthy";
-    default: return "Unknown";
+    case GPUSTACK_HEALTH_HEALTHY:
+      return "Healthy";
+    case GPUSTACK_HEALTH_UNHEALTHY:
+      return "Unhealthy";
+    default:
+      return "Unknown";
   }
 }
 
 const char* PartitionModeName(gpustack_partition_mode mode) {
   switch (mode) {
-    case GPUSTACK_PARTITION_MODE_DISABLED: return "Disabled";
-    case GPUSTACK_PARTITION_MODE_ENABLED: return "Enabled";
-    case GPUSTACK_PARTITION_MODE_PENDING: return "Pending";
-    default: return "Unsupported";
+    case GPUSTACK_PARTITION_MODE_DISABLED:
+      return "Disabled";
+    case GPUSTACK_PARTITION_MODE_ENABLED:
+      return "Enabled";
+    case GPUSTACK_PARTITION_MODE_PENDING:
+      return "Pending";
+    default:
+      return "Unsupported";
   }
 }
 
@@ -56,23 +63,22 @@ json GroupJson(const sdk::AcceleratorGroup& g) {
                           {"count", p.max_count},
                           {"placements", placements}});
     }
-    accelerators.push_back(
-        {{"id", a.id},
-         {"index", a.index},
-         {"physicalIndexes", a.physical_indexes},
-         {"memoryMib", a.memory_mib},
-         {"topology",
-          {{"pciBusId", a.pci_bus_id},
-           {"pciRootId", a.pci_root_id},
-           {"numaAffinity", a.numa_affinity},
-           {"cpuAffinity", a.cpu_affinity}}},
-         {"health", HealthName(a.health)},
-         {"healthReason", a.health_reason},
-         {"logicalSliced",
-          {{"count", a.logical_slice_count},
-           {"coresPercentageOvercommit", a.cores_percentage_overcommit}}},
-         {"partitionMode", PartitionModeName(a.partition_mode)},
-         {"physicalSliced", {{"profiles", profiles}}}});
+    accelerators.push_back({{"id", a.id},
+                            {"index", a.index},
+                            {"physicalIndexes", a.physical_indexes},
+                            {"memoryMib", a.memory_mib},
+                            {"topology",
+                             {{"pciBusId", a.pci_bus_id},
+                              {"pciRootId", a.pci_root_id},
+                              {"numaAffinity", a.numa_affinity},
+                              {"cpuAffinity", a.cpu_affinity}}},
+                            {"health", HealthName(a.health)},
+                            {"healthReason", a.health_reason},
+                            {"logicalSliced",
+                             {{"count", a.logical_slice_count},
+                              {"coresPercentageOvercommit", a.cores_percentage_overcommit}}},
+                            {"partitionMode", PartitionModeName(a.partition_mode)},
+                            {"physicalSliced", {{"profiles", profiles}}}});
   }
   return {{"name", g.product},
           {"family", g.family},
@@ -173,8 +179,8 @@ std::string ToText(const DetectReport& report) {
       }
     }
   }
-  out << "\nAccelerators: " << (accelerators == 0 ? std::string("none") : std::to_string(accelerators))
-      << "\n";
+  out << "\nAccelerators: "
+      << (accelerators == 0 ? std::string("none") : std::to_string(accelerators)) << "\n";
   return out.str();
 }
 

@@ -11,27 +11,46 @@ std::string CardName(const CardState& c) {
 
 bool Compatible(Mode held, Mode wanted) { return held == Mode::kNone || held == wanted; }
 
-// Why `c` cannot take a charge of `family` at all (mode, health, partitioning), or "".
-std::string Unavailable(const CardState& c, Family family) {
+const char* HeldReason(Mode mode) {
+  switch (mode) {
+    case Mode::kExclusive:
+      return "held Exclusive";
+    case Mode::kShared:
+      return "held Shared";
+    case Mode::kSliced:
+      return "held Sliced";
+    case Mode::kPartitioned:
+      return "held Partitioned";
+    case Mode::kNone:
+      break;
+  }
+  return "held None";
+}
+
+// Why `c` cannot take a charge of `family` at all (mode, health, partitioning), or nullptr.
+// Static text: the fast path builds no strings.
+const char* Unavailable(const CardState& c, Family family) {
   if (c.card->unhealthy) return "unhealthy";
   const bool partition_family = family == Family::kPartitioned;
-  if (c.card->partitioned() && !partition_family) return "in partition mode (serves partitions only)";
+  if (c.card->partitioned() && !partition_family)
+    return "in partition mode (serves partitions only)";
   if (!c.card->partitioned() && partition_family) return "not in partition mode";
   const Mode wanted = family == Family::kExclusive ? Mode::kExclusive
                       : family == Family::kShared  ? Mode::kShared
                       : family == Family::kSliced  ? Mode::kSliced
                                                    : Mode::kPartitioned;
   if (family == Family::kExclusive ? c.mode != Mode::kNone : !Compatible(c.mode, wanted)) {
-    return std::string("held ") + ModeName(c.mode);
+    return HeldReason(c.mode);
   }
-  return "";
+  return nullptr;
 }
 
 // The first free placement of `profile` on `c`, if any.
 const Placement* FreePlacement(const CardState& c, const PartitionProfile& profile) {
   for (const Placement& candidate : profile.placements) {
-    const bool taken = std::any_of(c.partitions.begin(), c.partitions.end(),
-                                   [&](const auto& used) { return used.second.Overlaps(candidate); });
+    const bool taken = std::any_of(c.partitions.begin(), c.partitions.end(), [&](const auto& used) {
+      return used.second.Overlaps(candidate);
+    });
     if (!taken) return &candidate;
   }
   return nullptr;
@@ -47,9 +66,29 @@ uint32_t UsedMemorySlices(const CardState& c) {
 
 uint32_t CardState::RemainingInstances(const PartitionProfile& profile) const {
   // Placements of one profile share a length, so taking them greedily by start is optimal.
+  // Cards have at most a few dozen memory slices: a bit mask keeps this allocation-free.
+  auto mask = [](const Placement& p) -> uint64_t {
+    return p.length >= 64 ? ~uint64_t{0} : ((uint64_t{1} << p.length) - 1) << p.start;
+  };
+  const bool fits_mask = std::all_of(profile.placements.begin(), profile.placements.end(),
+                                     [](const Placement& p) { return p.start + p.length <= 64; }) &&
+                         std::all_of(partitions.begin(), partitions.end(), [](const auto& p) {
+                           return p.second.start + p.second.length <= 64;
+                         });
+  uint32_t count = 0;
+  if (fits_mask) {
+    uint64_t used = 0;
+    for (const auto& p : partitions) used |= mask(p.second);
+    for (const Placement& candidate : profile.placements) {
+      if ((used & mask(candidate)) == 0) {
+        used |= mask(candidate);
+        ++count;
+      }
+    }
+    return count;
+  }
   std::vector<Placement> taken;
   for (const auto& p : partitions) taken.push_back(p.second);
-  uint32_t count = 0;
   for (const Placement& candidate : profile.placements) {
     if (std::none_of(taken.begin(), taken.end(),
                      [&](const Placement& t) { return t.Overlaps(candidate); })) {
@@ -88,33 +127,43 @@ CardState* NodeLedger::FindCard(const std::string& accelerator_id) {
 }
 
 Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
+  // The fast pass builds no text; only a request that does not fit pays for the explanation.
+  auto fit = FitImpl(r, /*explain=*/false);
+  return fit ? fit : FitImpl(r, /*explain=*/true);
+}
+
+Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) const {
   std::string why;  // per-card reasons, for the explanation
-  auto note = [&](const CardState& c, const std::string& reason) {
-    why += (why.empty() ? "" : "; ") + CardName(c) + ": " + reason;
+  auto note = [&](const CardState& c, auto&& reason) {
+    if (explain) why += (why.empty() ? "" : "; ") + CardName(c) + ": " + std::string(reason());
   };
   std::vector<const CardState*> eligible;
   for (const CardState& c : cards_) {
     if (c.group->manufacturer != r.manufacturer) continue;
-    if (std::string reason = Unavailable(c, r.family); !reason.empty()) {
-      note(c, reason);
+    if (const char* reason = Unavailable(c, r.family)) {
+      note(c, [&] { return reason; });
       continue;
     }
     eligible.push_back(&c);
   }
-  const std::string what = std::string(r.family == Family::kExclusive ? "an " : "a ") +
-                           FamilyName(r.family) + " request";
-  auto nothing = [&](const std::string& detail) -> Error {
-    return Error{"no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
-                 (why.empty() ? std::string(": the node has no ") + r.manufacturer + " card"
-                              : ": " + why)};
+  auto nothing = [&](auto&& detail_text) -> Error {
+    if (!explain) return Error{};  // the caller asks again with explain = true
+    const std::string detail = detail_text();
+    const std::string what = std::string(r.family == Family::kExclusive ? "an " : "a ") +
+                             FamilyName(r.family) + " request";
+    return Error{
+        "no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
+        (why.empty() ? std::string(": the node has no ") + r.manufacturer + " card" : ": " + why)};
   };
 
   switch (r.family) {
     case Family::kExclusive: {
       if (eligible.size() < r.count) {
-        for (const CardState* c : eligible) note(*c, "free");
-        return nothing(" for " + std::to_string(r.count) + " card(s) (" +
-                       std::to_string(eligible.size()) + " free)");
+        for (const CardState* c : eligible) note(*c, [&] { return "free"; });
+        return nothing([&] {
+          return std::string(" for " + std::to_string(r.count) + " card(s) (" +
+                             std::to_string(eligible.size()) + " free)");
+        });
       }
       std::vector<Charge> charges;
       for (size_t i = 0; i < r.count; ++i) {
@@ -127,35 +176,50 @@ Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
       for (const CardState* c : eligible) {
         const uint32_t free = kSharedSlots - c->shared_slots;
         if (free < r.count) {
-          note(*c, std::to_string(free) + " free ownership slot(s) < " + std::to_string(r.count));
+          note(*c, [&] {
+            return std::to_string(free) + " free ownership slot(s) < " + std::to_string(r.count);
+          });
         } else if (best == nullptr || c->shared_slots > best->shared_slots) {
           best = c;  // pack onto the fullest card that fits; ties keep spec order
         }
       }
-      if (best == nullptr) return nothing(" for " + std::to_string(r.count) + " slot(s)");
-      return std::vector<Charge>{{best->card->id, Mode::kShared,
-                                  static_cast<int64_t>(r.count) * kSharedSlotCredits, r.count, 0,
-                                  {}, {}}};
+      if (best == nullptr)
+        return nothing([&] { return std::string(" for " + std::to_string(r.count) + " slot(s)"); });
+      return std::vector<Charge>{{best->card->id,
+                                  Mode::kShared,
+                                  static_cast<int64_t>(r.count) * kSharedSlotCredits,
+                                  r.count,
+                                  0,
+                                  {},
+                                  {}}};
     }
     case Family::kSliced: {
       const CardState* best = nullptr;
       for (const CardState* c : eligible) {
         if (!c->card->sliceable()) {
-          note(*c, "offers no logical slices");
+          note(*c, [&] { return "offers no logical slices"; });
         } else if (c->remaining() < r.units) {
-          note(*c, std::to_string(c->remaining()) + " credits remaining < " + std::to_string(r.units));
+          note(*c, [&] {
+            return std::to_string(c->remaining()) + " credits remaining < " +
+                   std::to_string(r.units);
+          });
         } else if (c->slices >= c->card->logical_count) {
-          note(*c, "no free slice slot (" + std::to_string(c->slices) + "/" +
-                       std::to_string(c->card->logical_count) + ")");
+          note(*c, [&] {
+            return "no free slice slot (" + std::to_string(c->slices) + "/" +
+                   std::to_string(c->card->logical_count) + ")";
+          });
         } else if (!c->card->cores_percentage_overcommit &&
                    c->cores_percentage + r.cores_percentage > 100) {
-          note(*c, std::to_string(100 - c->cores_percentage) + "% compute left < " +
-                       std::to_string(r.cores_percentage) + "% (no overcommit)");
+          note(*c, [&] {
+            return std::to_string(100 - c->cores_percentage) + "% compute left < " +
+                   std::to_string(r.cores_percentage) + "% (no overcommit)";
+          });
         } else if (best == nullptr || c->remaining() < best->remaining()) {
           best = c;  // the fullest card that fits
         }
       }
-      if (best == nullptr) return nothing(" of " + std::to_string(r.units) + " units");
+      if (best == nullptr)
+        return nothing([&] { return std::string(" of " + std::to_string(r.units) + " units"); });
       return std::vector<Charge>{
           {best->card->id, Mode::kSliced, r.units, 0, r.cores_percentage, {}, {}}};
     }
@@ -166,17 +230,20 @@ Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
         const PartitionProfile* profile = c->card->FindProfile(r.profile);
         const Placement* placement = profile ? FreePlacement(*c, *profile) : nullptr;
         if (profile == nullptr) {
-          note(*c, "does not offer " + r.profile);
+          note(*c, [&] { return "does not offer " + r.profile; });
         } else if (placement == nullptr) {
-          note(*c, "no free placement for " + r.profile);
+          note(*c, [&] { return "no free placement for " + r.profile; });
         } else if (c->remaining() < r.units) {
-          note(*c, std::to_string(c->remaining()) + " credits remaining < " + std::to_string(r.units));
+          note(*c, [&] {
+            return std::to_string(c->remaining()) + " credits remaining < " +
+                   std::to_string(r.units);
+          });
         } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
           best = c;  // the most occupied card that fits
           best_placement = placement;
         }
       }
-      if (best == nullptr) return nothing(" for " + r.profile);
+      if (best == nullptr) return nothing([&] { return std::string(" for " + r.profile); });
       return std::vector<Charge>{
           {best->card->id, Mode::kPartitioned, r.units, 0, 0, r.profile, *best_placement}};
     }
@@ -187,11 +254,13 @@ Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
 Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
   const std::string where = "card " + CardName(c) + " on node " + node_;
   if (charge.mode == Mode::kNone) return Error{where + ": a charge needs a mode"};
-  if (!Compatible(c.mode, charge.mode) || (charge.mode == Mode::kExclusive && c.mode != Mode::kNone)) {
+  if (!Compatible(c.mode, charge.mode) ||
+      (charge.mode == Mode::kExclusive && c.mode != Mode::kNone)) {
     return Error{where + " is held " + ModeName(c.mode) + ", cannot add " + ModeName(charge.mode)};
   }
   if ((charge.mode == Mode::kPartitioned) != c.card->partitioned()) {
-    return Error{where + (c.card->partitioned() ? " is in partition mode" : " is not in partition mode")};
+    return Error{where +
+                 (c.card->partitioned() ? " is in partition mode" : " is not in partition mode")};
   }
   if (charge.credits <= 0 || c.allocated + charge.credits > kCardCredits) {
     return Error{where + ": " + std::to_string(charge.credits) + " credits do not fit the " +
@@ -199,21 +268,24 @@ Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
   }
   switch (charge.mode) {
     case Mode::kExclusive:
-      if (charge.credits != kCardCredits) return Error{where + ": an exclusive charge is a whole card"};
+      if (charge.credits != kCardCredits)
+        return Error{where + ": an exclusive charge is a whole card"};
       break;
     case Mode::kShared:
       if (charge.credits != charge.shared_slots * kSharedSlotCredits) {
         return Error{where + ": a shared charge is 160000 credits per slot"};
       }
       if (charge.shared_slots == 0 || c.shared_slots + charge.shared_slots > kSharedSlots) {
-        return Error{where + ": " + std::to_string(charge.shared_slots) + " shared slot(s) do not fit"};
+        return Error{where + ": " + std::to_string(charge.shared_slots) +
+                     " shared slot(s) do not fit"};
       }
       break;
     case Mode::kSliced:
       if (!c.card->sliceable() || c.slices >= c.card->logical_count) {
         return Error{where + ": no free logical slice slot"};
       }
-      if (!c.card->cores_percentage_overcommit && c.cores_percentage + charge.cores_percentage > 100) {
+      if (!c.card->cores_percentage_overcommit &&
+          c.cores_percentage + charge.cores_percentage > 100) {
         return Error{where + ": compute budgets would exceed 100%"};
       }
       break;
@@ -223,7 +295,8 @@ Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
       if (std::find(profile->placements.begin(), profile->placements.end(), charge.placement) ==
           profile->placements.end()) {
         return Error{where + ": placement " + std::to_string(charge.placement.start) + "+" +
-                     std::to_string(charge.placement.length) + " is not legal for " + charge.profile};
+                     std::to_string(charge.placement.length) + " is not legal for " +
+                     charge.profile};
       }
       for (const auto& used : c.partitions) {
         if (used.second.Overlaps(charge.placement)) {
@@ -242,7 +315,9 @@ void NodeLedger::Apply(const Charge& charge, int sign) {
   CardState& c = *FindCard(charge.accelerator_id);
   c.allocated += sign * charge.credits;
   switch (charge.mode) {
-    case Mode::kShared: c.shared_slots += sign * static_cast<int>(charge.shared_slots); break;
+    case Mode::kShared:
+      c.shared_slots += sign * static_cast<int>(charge.shared_slots);
+      break;
     case Mode::kSliced:
       c.slices += sign;
       c.cores_percentage += sign * static_cast<int>(charge.cores_percentage);
@@ -256,7 +331,8 @@ void NodeLedger::Apply(const Charge& charge, int sign) {
         if (it != c.partitions.end()) c.partitions.erase(it);
       }
       break;
-    default: break;
+    default:
+      break;
   }
   c.mode = c.allocated == 0 ? Mode::kNone : charge.mode;
 }
@@ -331,12 +407,29 @@ DevicesStatus NodeLedger::ToStatus() const {
     a.remaining = c.remaining();
     a.allocated_slices = c.slices;
     for (const PartitionProfile& p : c.card->profiles) {
-      if (const uint32_t n = c.AllocatedInstances(p.name); n > 0) a.allocated_profiles.push_back({p.name, n});
+      if (const uint32_t n = c.AllocatedInstances(p.name); n > 0)
+        a.allocated_profiles.push_back({p.name, n});
       a.remaining_profiles.push_back({p.name, c.RemainingInstances(p)});
     }
     status.groups.back().accelerators.push_back(std::move(a));
   }
   return status;
+}
+
+Result<NodeFit> FitOnNodes(const std::vector<const NodeLedger*>& nodes, const Request& request) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (auto fit = nodes[i]->FitImpl(request, /*explain=*/false))
+      return NodeFit{i, std::move(*fit)};
+  }
+  constexpr size_t kExplained = 3;
+  std::string why;
+  for (size_t i = 0; i < nodes.size() && i < kExplained; ++i) {
+    why += (why.empty() ? "" : " | ") + nodes[i]->Fit(request).error();
+  }
+  if (nodes.size() > kExplained)
+    why += " | and " + std::to_string(nodes.size() - kExplained) + " more node(s)";
+  return Error{"none of " + std::to_string(nodes.size()) + " node(s) fits the request" +
+               (why.empty() ? "" : ": " + why)};
 }
 
 }  // namespace gpustack::devices

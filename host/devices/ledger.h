@@ -37,6 +37,15 @@ struct CardState {
   uint32_t AllocatedInstances(const std::string& profile) const;
 };
 
+// The first of `nodes` (in the caller's order, e.g. the scheduler's) that fits `request`, with
+// its charges; when none does, the error gives each node's explanation (the first few).
+struct NodeFit {
+  size_t node = 0;
+  std::vector<Charge> charges;
+};
+class NodeLedger;
+Result<NodeFit> FitOnNodes(const std::vector<const NodeLedger*>& nodes, const Request& request);
+
 class NodeLedger {
  public:
   NodeLedger(std::string node, DevicesSpec spec);
@@ -69,6 +78,8 @@ class NodeLedger {
   DevicesStatus ToStatus() const;
 
  private:
+  friend Result<NodeFit> FitOnNodes(const std::vector<const NodeLedger*>&, const Request&);
+  Result<std::vector<Charge>> FitImpl(const Request& request, bool explain) const;
   CardState* FindCard(const std::string& accelerator_id);
   gpustack::Status Check(const Charge& charge, const CardState& card) const;
   void Apply(const Charge& charge, int sign);

@@ -20,7 +20,8 @@ class Reader {
     return false;
   }
   template <class T>
-  void Uint(const json& j, const char* key, const std::string& path, T& out, bool required = false) {
+  void Uint(const json& j, const char* key, const std::string& path, T& out,
+            bool required = false) {
     auto it = j.find(key);
     if (it == j.end()) {
       if (required) Fail(path + "." + key, "is required");
@@ -44,7 +45,8 @@ class Reader {
   void Int32(const json& j, const char* key, const std::string& path, int32_t& out) {
     int64_t value = out;
     Int64(j, key, path, value);
-    if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max()) {
       Fail(path + "." + key, "is out of range");
       return;
     }
@@ -121,11 +123,16 @@ Mode ReadMode(Reader& r, const json& j, const std::string& path) {
 
 const char* ModeName(Mode mode) {
   switch (mode) {
-    case Mode::kExclusive: return "Exclusive";
-    case Mode::kShared: return "Shared";
-    case Mode::kSliced: return "Sliced";
-    case Mode::kPartitioned: return "Partitioned";
-    case Mode::kNone: break;
+    case Mode::kExclusive:
+      return "Exclusive";
+    case Mode::kShared:
+      return "Shared";
+    case Mode::kSliced:
+      return "Sliced";
+    case Mode::kPartitioned:
+      return "Partitioned";
+    case Mode::kNone:
+      break;
   }
   return "None";
 }
@@ -194,24 +201,23 @@ json ToJson(const DevicesSpec& spec) {
              {"physicalSliced", {{"profiles", profiles}, {"count", a.PhysicalCount()}}}}}});
     }
     const SlicedDetail detail = SlicedDetailOf(g);
-    groups.push_back(
-        {{"id", g.id},
-         {"manufacturer", g.manufacturer},
-         {"name", g.name},
-         {"memory", g.memory},
-         {"cores", g.cores},
-         {"driverVersion", g.driver_version},
-         {"runtimeVersion", g.runtime_version},
-         {"computeCapability", g.compute_capability},
-         {"family", g.family},
-         {"accelerators", accelerators},
-         {"acceleratorSlicedDetail",
-          {{"logical",
-            {{"coresPercentageOvercommit", detail.cores_percentage_overcommit},
-             {"count", detail.logical_count}}},
-           {"physical",
-            {{"profiles", ProfileCounts(detail.physical_profiles)},
-             {"count", detail.physical_count}}}}}});
+    groups.push_back({{"id", g.id},
+                      {"manufacturer", g.manufacturer},
+                      {"name", g.name},
+                      {"memory", g.memory},
+                      {"cores", g.cores},
+                      {"driverVersion", g.driver_version},
+                      {"runtimeVersion", g.runtime_version},
+                      {"computeCapability", g.compute_capability},
+                      {"family", g.family},
+                      {"accelerators", accelerators},
+                      {"acceleratorSlicedDetail",
+                       {{"logical",
+                         {{"coresPercentageOvercommit", detail.cores_percentage_overcommit},
+                          {"count", detail.logical_count}}},
+                        {"physical",
+                         {{"profiles", ProfileCounts(detail.physical_profiles)},
+                          {"count", detail.physical_count}}}}}});
   }
   return {{"groups", groups}};
 }
@@ -255,31 +261,34 @@ Result<DevicesSpec> SpecFromJson(const json& j) {
       if (auto s = aj.find("status"); s != aj.end() && r.Object(*s, ap + ".status")) {
         const std::string sp = ap + ".status";
         r.Bool(*s, "unhealthy", sp, a.unhealthy);
-        if (auto l = s->find("logicalSliced"); l != s->end() && r.Object(*l, sp + ".logicalSliced")) {
-          r.Bool(*l, "coresPercentageOvercommit", sp + ".logicalSliced", a.cores_percentage_overcommit);
+        if (auto l = s->find("logicalSliced");
+            l != s->end() && r.Object(*l, sp + ".logicalSliced")) {
+          r.Bool(*l, "coresPercentageOvercommit", sp + ".logicalSliced",
+                 a.cores_percentage_overcommit);
           r.Uint(*l, "count", sp + ".logicalSliced", a.logical_count);
         }
         if (auto ph = s->find("physicalSliced");
             ph != s->end() && r.Object(*ph, sp + ".physicalSliced")) {
-          r.Array(*ph, "profiles", sp + ".physicalSliced", [&](const json& pj, const std::string& pp) {
-            if (!r.Object(pj, pp)) return;
-            PartitionProfile p;
-            r.String(pj, "name", pp, p.name, true);
-            r.Uint(pj, "memoryMib", pp, p.memory_mib);
-            r.Uint(pj, "computeSlices", pp, p.compute_slices);
-            r.Uint(pj, "memorySlices", pp, p.memory_slices);
-            r.Uint(pj, "count", pp, p.count);
-            r.Array(pj, "placements", pp, [&](const json& lj, const std::string& lp) {
-              if (!r.Object(lj, lp)) return;
-              Placement pl;
-              r.Uint(lj, "start", lp, pl.start, true);
-              r.Uint(lj, "length", lp, pl.length, true);
-              if (pl.length == 0) r.Fail(lp + ".length", "must be positive");
-              pl.length = std::max<uint32_t>(pl.length, 1);
-              p.placements.push_back(pl);
-            });
-            a.profiles.push_back(std::move(p));
-          });
+          r.Array(*ph, "profiles", sp + ".physicalSliced",
+                  [&](const json& pj, const std::string& pp) {
+                    if (!r.Object(pj, pp)) return;
+                    PartitionProfile p;
+                    r.String(pj, "name", pp, p.name, true);
+                    r.Uint(pj, "memoryMib", pp, p.memory_mib);
+                    r.Uint(pj, "computeSlices", pp, p.compute_slices);
+                    r.Uint(pj, "memorySlices", pp, p.memory_slices);
+                    r.Uint(pj, "count", pp, p.count);
+                    r.Array(pj, "placements", pp, [&](const json& lj, const std::string& lp) {
+                      if (!r.Object(lj, lp)) return;
+                      Placement pl;
+                      r.Uint(lj, "start", lp, pl.start, true);
+                      r.Uint(lj, "length", lp, pl.length, true);
+                      if (pl.length == 0) r.Fail(lp + ".length", "must be positive");
+                      pl.length = std::max<uint32_t>(pl.length, 1);
+                      p.placements.push_back(pl);
+                    });
+                    a.profiles.push_back(std::move(p));
+                  });
         }
       }
       g.accelerators.push_back(std::move(a));
@@ -304,7 +313,8 @@ json ToJson(const DevicesStatus& status) {
                               {"remainingProfiles", ProfileCounts(a.remaining_profiles)},
                               {"allocatedSlices", a.allocated_slices}});
     }
-    groups.push_back({{"id", g.id}, {"manufacturer", g.manufacturer}, {"accelerators", accelerators}});
+    groups.push_back(
+        {{"id", g.id}, {"manufacturer", g.manufacturer}, {"accelerators", accelerators}});
   }
   return {{"groups", groups}};
 }
@@ -383,7 +393,9 @@ Result<Allocation> AllocationFromJson(const json& j) {
     });
     // Each mode carries exactly its own fields, so what is read is what will be written back.
     switch (c.mode) {
-      case Mode::kNone: r.Fail(cp + ".mode", "an allocation cannot be mode None"); break;
+      case Mode::kNone:
+        r.Fail(cp + ".mode", "an allocation cannot be mode None");
+        break;
       case Mode::kExclusive:
         if (c.credits != kCardCredits) r.Fail(cp + ".allocated", "an exclusive card is 1600000");
         break;
@@ -404,10 +416,12 @@ Result<Allocation> AllocationFromJson(const json& j) {
         }
         break;
     }
-    const bool stray = (c.mode != Mode::kShared && c.shared_slots != 0) ||
-                       (c.mode != Mode::kSliced && c.cores_percentage != 0) ||
-                       (c.mode != Mode::kPartitioned && (!c.profile.empty() || c.placement.length != 0));
-    if (stray) r.Fail(cp, std::string("carries fields that a ") + ModeName(c.mode) + " charge has not");
+    const bool stray =
+        (c.mode != Mode::kShared && c.shared_slots != 0) ||
+        (c.mode != Mode::kSliced && c.cores_percentage != 0) ||
+        (c.mode != Mode::kPartitioned && (!c.profile.empty() || c.placement.length != 0));
+    if (stray)
+      r.Fail(cp, std::string("carries fields that a ") + ModeName(c.mode) + " charge has not");
     allocation.charges.push_back(std::move(c));
   });
   if (!r.problem.empty()) return Error{r.problem};

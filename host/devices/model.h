@@ -23,7 +23,13 @@ inline constexpr int kSharedSlots = 10;
 inline constexpr int64_t kSharedSlotCredits = kCardCredits / kSharedSlots;
 inline constexpr int64_t kCreditsPerPercent = kCardCredits / 100;  // 16,000
 
-enum class Mode : uint32_t { kNone = 0, kExclusive = 1, kShared = 2, kSliced = 3, kPartitioned = 4 };
+enum class Mode : uint32_t {
+  kNone = 0,
+  kExclusive = 1,
+  kShared = 2,
+  kSliced = 3,
+  kPartitioned = 4
+};
 const char* ModeName(Mode mode);
 
 struct Placement {
@@ -60,9 +66,10 @@ struct Accelerator {
   std::vector<uint32_t> physical_indexes;
   Topology topology;
   bool unhealthy = false;
-  uint32_t logical_count = 0;           // status.logicalSliced.count; 0 = not sliceable
+  uint32_t logical_count = 0;  // status.logicalSliced.count; 0 = not sliceable
   bool cores_percentage_overcommit = false;
-  std::vector<PartitionProfile> profiles;  // status.physicalSliced.profiles; non-empty = partitioned
+  std::vector<PartitionProfile>
+      profiles;  // status.physicalSliced.profiles; non-empty = partitioned
 
   bool partitioned() const { return !profiles.empty(); }
   bool sliceable() const { return !partitioned() && logical_count > 0; }
@@ -101,11 +108,11 @@ struct Owner {
 struct Charge {
   std::string accelerator_id;
   Mode mode = Mode::kNone;
-  int64_t credits = 0;        // exclusive: a card; shared: slots x 160,000; sliced/partitioned: units
-  uint32_t shared_slots = 0;  // shared only
+  int64_t credits = 0;  // exclusive: a card; shared: slots x 160,000; sliced/partitioned: units
+  uint32_t shared_slots = 0;      // shared only
   uint32_t cores_percentage = 0;  // sliced only
-  std::string profile;        // partitioned only
-  Placement placement;        // partitioned only
+  std::string profile;            // partitioned only
+  Placement placement;            // partitioned only
   bool operator==(const Charge&) const = default;
 };
 
@@ -154,9 +161,9 @@ Result<Allocation> AllocationFromJson(const nlohmann::json& json);
 // The spec's group-level aggregate (`acceleratorSlicedDetail` in the CRD).
 struct SlicedDetail {
   bool cores_percentage_overcommit = false;
-  uint32_t logical_count = 0;               // sum of per-card logical counts
+  uint32_t logical_count = 0;                   // sum of per-card logical counts
   std::vector<ProfileCount> physical_profiles;  // per profile: sum of per-card counts
-  uint32_t physical_count = 0;              // sum of per-card physical counts
+  uint32_t physical_count = 0;                  // sum of per-card physical counts
 };
 SlicedDetail SlicedDetailOf(const Group& group);
 

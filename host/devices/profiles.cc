@@ -9,8 +9,8 @@ namespace {
 // A profile whose instances may start at `starts` (memory-slice index) and span `length` slices.
 PartitionProfile Profile(std::string name, uint64_t gib, uint32_t compute, uint32_t length,
                          std::vector<uint32_t> starts) {
-  PartitionProfile p{std::move(name), gib * 1024, compute, length,
-                     static_cast<uint32_t>(starts.size()), {}};
+  PartitionProfile p{
+      std::move(name), gib * 1024, compute, length, static_cast<uint32_t>(starts.size()), {}};
   for (uint32_t start : starts) p.placements.push_back({start, length});
   return p;
 }
@@ -20,15 +20,15 @@ PartitionProfile Profile(std::string name, uint64_t gib, uint32_t compute, uint3
 PartitionTable NvidiaMig(std::string product, uint64_t one, uint64_t two, uint64_t four,
                          uint64_t eight) {
   auto gb = [](uint64_t g) { return std::to_string(g) + "gb"; };
-  return {"nvidia",
-          std::move(product),
-          8,
-          {Profile("1g." + gb(one), one, 1, 1, {0, 1, 2, 3, 4, 5, 6}),
-           Profile("1g." + gb(two), two, 1, 2, {0, 2, 4, 6}),
-           Profile("2g." + gb(two), two, 2, 2, {0, 2, 4}),
-           Profile("3g." + gb(four), four, 3, 4, {0, 4}),
-           Profile("4g." + gb(four), four, 4, 4, {0}),
-           Profile("7g." + gb(eight), eight, 7, 8, {0})}};
+  return {
+      "nvidia",
+      std::move(product),
+      8,
+      {Profile("1g." + gb(one), one, 1, 1, {0, 1, 2, 3, 4, 5, 6}),
+       Profile("1g." + gb(two), two, 1, 2, {0, 2, 4, 6}),
+       Profile("2g." + gb(two), two, 2, 2, {0, 2, 4}),
+       Profile("3g." + gb(four), four, 3, 4, {0, 4}), Profile("4g." + gb(four), four, 4, 4, {0}),
+       Profile("7g." + gb(eight), eight, 7, 8, {0})}};
 }
 
 std::string Lower(std::string_view s) {
@@ -52,7 +52,10 @@ const std::vector<PartitionTable>& KnownPartitionTables() {
       NvidiaMig("H200", 18, 35, 71, 141),
       // T-Head PPU: the driver publishes "MIG 4g48gb" and "MIG 8g96gb"; names take the "." the
       // resource-name rules need (4g.48gb).
-      {"thead", "PPU", 8, {Profile("4g.48gb", 48, 4, 4, {0, 4}), Profile("8g.96gb", 96, 8, 8, {0})}},
+      {"thead",
+       "PPU",
+       8,
+       {Profile("4g.48gb", 48, 4, 4, {0, 4}), Profile("8g.96gb", 96, 8, 8, {0})}},
   };
   return tables;
 }

@@ -17,7 +17,7 @@ constexpr int64_t kMaxQuantity = std::numeric_limits<int32_t>::max();
 struct Keys {
   const ResourceKind* kind = nullptr;
   std::map<std::string, json> values;  // suffix ("", ".shared", ".sliced.memory-mib", ...) -> value
-  std::vector<std::string> profiles;   // partition profile names, from <base>.partitioned.<kind>-<p>
+  std::vector<std::string> profiles;  // partition profile names, from <base>.partitioned.<kind>-<p>
   std::map<std::string, json> profile_values;
   std::set<Family> families;
 };
@@ -56,8 +56,9 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
         keys.emplace();
         keys->kind = &kind;
       } else if (keys->kind != &kind) {
-        return Error{path + ".resources.limits: Forbidden: a container may request accelerators "
-                            "of one manufacturer, found " +
+        return Error{path +
+                     ".resources.limits: Forbidden: a container may request accelerators "
+                     "of one manufacturer, found " +
                      keys->kind->base + " and " + kind.base};
       }
       const std::string profile_prefix = ".partitioned." + kind.partition_kind + "-";
@@ -118,8 +119,9 @@ Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
       auto n = ParseCount(k.values.at(".shared"), kMaxQuantity);
       if (!n) return Error{Invalid(c.path, base + ".shared", k.values.at(".shared"), n.error())};
       if (*n > kSharedSlots) {
-        return Error{Invalid(c.path, base + ".shared", k.values.at(".shared"),
-                             "a shared request takes 1 to 10 of one accelerator's ownership slots")};
+        return Error{
+            Invalid(c.path, base + ".shared", k.values.at(".shared"),
+                    "a shared request takes 1 to 10 of one accelerator's ownership slots")};
       }
       r.count = static_cast<uint32_t>(*n);
       return r;
@@ -155,7 +157,8 @@ Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
         if (fold.card_memory_mib == 0) {
           return Error{c.path + ".resources.limits[" + base +
                        ".sliced.memory-mib]: Forbidden: the pool's card memory is unknown, so a "
-                       "MiB budget cannot be folded; use " + base + ".sliced.memory-percentage"};
+                       "MiB budget cannot be folded; use " +
+                       base + ".sliced.memory-percentage"};
         }
         auto m = count(".sliced.memory-mib", static_cast<int64_t>(fold.card_memory_mib));
         if (!m) return Error{m.error()};
@@ -193,7 +196,8 @@ Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
       auto one = ParseCount(value, kMaxQuantity);
       if (!one) return Error{Invalid(c.path, key, value, one.error())};
       if (*one != 1) {
-        return Error{Invalid(c.path, key, value, "a partition profile request must be exactly 1 instance")};
+        return Error{
+            Invalid(c.path, key, value, "a partition profile request must be exactly 1 instance")};
       }
       const PartitionProfile* profile = nullptr;
       std::string offered;
@@ -216,10 +220,14 @@ Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
 
 const char* FamilyName(Family family) {
   switch (family) {
-    case Family::kExclusive: return "exclusive";
-    case Family::kShared: return "shared";
-    case Family::kSliced: return "sliced";
-    case Family::kPartitioned: return "partitioned";
+    case Family::kExclusive:
+      return "exclusive";
+    case Family::kShared:
+      return "shared";
+    case Family::kSliced:
+      return "sliced";
+    case Family::kPartitioned:
+      return "partitioned";
   }
   return "unknown";
 }
@@ -280,7 +288,8 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
   for (const char* list : {"initContainers", "containers"}) {
     auto it = spec.find(list);
     if (it == spec.end()) continue;
-    if (!it->is_array()) return Error{std::string("spec.") + list + ": Invalid value: must be a list"};
+    if (!it->is_array())
+      return Error{std::string("spec.") + list + ": Invalid value: must be a list"};
     for (size_t i = 0; i < it->size(); ++i) {
       const json& cj = (*it)[i];
       Container c;
@@ -309,9 +318,10 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
   // Rule 7: a native sidecar holds no accelerator.
   for (const Container& c : containers) {
     if (c.group == Container::kSidecar && c.keys) {
-      return Error{c.path + ".resources.limits: Forbidden: a restartable init container (a native "
-                            "sidecar) may not request an accelerator; move the request to an app "
-                            "container"};
+      return Error{c.path +
+                   ".resources.limits: Forbidden: a restartable init container (a native "
+                   "sidecar) may not request an accelerator; move the request to an app "
+                   "container"};
     }
   }
   // Rule 1: one family (in the Pod and in each container), one container group.
@@ -328,9 +338,10 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
                  FamilyList(families)};
   }
   if (init_requests && app_requests) {
-    return Error{"spec.initContainers: Forbidden: accelerator requests must sit in one container "
-                 "group; the init containers must give up theirs (devices are held for the Pod's "
-                 "lifetime and the scheduler charges max(sum of init, sum of app) once)"};
+    return Error{
+        "spec.initContainers: Forbidden: accelerator requests must sit in one container "
+        "group; the init containers must give up theirs (devices are held for the Pod's "
+        "lifetime and the scheduler charges max(sum of init, sum of app) once)"};
   }
   // Rule 4: one partition profile in the whole Pod.
   std::set<std::string> profiles;
@@ -340,7 +351,8 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
   if (profiles.size() > 1) {
     std::string list;
     for (const std::string& p : profiles) list += (list.empty() ? "" : " ") + p;
-    return Error{"spec: Forbidden: a Pod may request only one partition profile, found [" + list + "]"};
+    return Error{"spec: Forbidden: a Pod may request only one partition profile, found [" + list +
+                 "]"};
   }
   // Rule 6: at most one container asks for a slicing family.
   const Family family = *families.begin();

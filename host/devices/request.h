@@ -46,7 +46,7 @@ struct ContainerRequest {
 
 // What folding needs from the InstanceType fronting the Pod's queue.
 struct FoldContext {
-  uint64_t card_memory_mib = 0;                   // per-card VRAM of the pool
+  uint64_t card_memory_mib = 0;                    // per-card VRAM of the pool
   std::vector<PartitionProfile> offered_profiles;  // the pool's partition profiles
 };
 

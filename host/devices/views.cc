@@ -40,14 +40,17 @@ PoolViews ComputePoolViews(const std::vector<const NodeLedger*>& nodes,
       if (c.group->manufacturer != manufacturer || c.group->id != group_id) continue;
       if (c.card->partitioned()) {
         v.partitioned.capacity += c.card->PhysicalCount();
-        const uint32_t free = MaxRemainingInstances(c);
+        uint32_t free = 0;  // the card's largest free count across profiles
+        for (const PartitionProfile& p : c.card->profiles) {
+          const uint32_t n = c.card->unhealthy ? 0 : c.RemainingInstances(p);
+          free = std::max(free, n);
+          auto [it, added] = remaining.try_emplace(p.name, 0);
+          if (added) profile_order.push_back(p.name);
+          it->second += n;
+          if (!c.partitions.empty()) allocated[p.name] += c.AllocatedInstances(p.name);
+        }
         v.partitioned.remaining += free;
         if (free > 0) v.partitioned.once_max_request = 1;
-        for (const PartitionProfile& p : c.card->profiles) {
-          if (!remaining.count(p.name)) profile_order.push_back(p.name);
-          remaining[p.name] += c.card->unhealthy ? 0 : c.RemainingInstances(p);
-          allocated[p.name] += c.AllocatedInstances(p.name);
-        }
         continue;
       }
       v.exclusive.capacity += 1;
@@ -61,7 +64,8 @@ PoolViews ComputePoolViews(const std::vector<const NodeLedger*>& nodes,
       if (c.card->sliceable()) {
         v.sliced.capacity += 100;
         v.sliced.remaining += FreePercent(c);
-        if (CanSlice(c)) v.sliced.once_max_request = std::max(v.sliced.once_max_request, FreePercent(c));
+        if (CanSlice(c))
+          v.sliced.once_max_request = std::max(v.sliced.once_max_request, FreePercent(c));
       }
     }
     v.exclusive.once_max_request = std::max(v.exclusive.once_max_request, free_on_node);
@@ -77,7 +81,8 @@ std::string FormatViews(const PoolViews& v) {
   auto pair = [](const ResourceView& r) {
     return std::to_string(r.once_max_request) + "/" + std::to_string(r.remaining);
   };
-  return pair(v.exclusive) + " " + pair(v.shared) + " " + pair(v.sliced) + " " + pair(v.partitioned);
+  return pair(v.exclusive) + " " + pair(v.shared) + " " + pair(v.sliced) + " " +
+         pair(v.partitioned);
 }
 
 ResourceView CpuView(const std::vector<CpuNode>& nodes) {
@@ -132,8 +137,8 @@ std::map<std::string, int64_t> AdvertisedCounts(const NodeLedger& node, const Re
   for (const CardState& c : node.cards()) {
     if (c.group->manufacturer != kind.manufacturer) continue;
     if (c.card->partitioned()) {
-      counts[kind.base + ".partitioned"] += static_cast<int64_t>(c.partitions.size()) +
-                                            MaxRemainingInstances(c);
+      counts[kind.base + ".partitioned"] +=
+          static_cast<int64_t>(c.partitions.size()) + MaxRemainingInstances(c);
       continue;
     }
     counts[kind.base] += 1;

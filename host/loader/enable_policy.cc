@@ -89,7 +89,8 @@ EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
                       const std::vector<uint16_t>& pci_vendor_ids,
                       const std::vector<pci::PciDevice>& inventory) {
   auto it = config.per_plugin.find(plugin_name);
-  const SourcedSetting& chosen = it != config.per_plugin.end() ? it->second : config.default_setting;
+  const SourcedSetting& chosen =
+      it != config.per_plugin.end() ? it->second : config.default_setting;
   switch (chosen.setting) {
     case EnableSetting::kOn:
       return {true, "forced on by " + chosen.source};

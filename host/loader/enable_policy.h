@@ -5,7 +5,8 @@
 // node config file, the GPUSTACK_PLUGIN_ENABLE environment variable, the --enable flag. The
 // node config file (JSON, usually from a ConfigMap) also carries each plugin's own settings:
 //   {"default_enable": "auto",
-//    "plugins": {"nvidia": {"enable": "on", "config": {"library_path": "/opt/x/libnvidia-ml.so.1"}},
+//    "plugins": {"nvidia": {"enable": "on", "config": {"library_path":
+//    "/opt/x/libnvidia-ml.so.1"}},
 //                "amd": {"enable": "off"}}}
 #ifndef GPUSTACK_HOST_LOADER_ENABLE_POLICY_H_
 #define GPUSTACK_HOST_LOADER_ENABLE_POLICY_H_
@@ -29,7 +30,7 @@ struct SourcedSetting {
 };
 
 struct NodeConfig {
-  SourcedSetting default_setting;                       // applies to plugins not named
+  SourcedSetting default_setting;  // applies to plugins not named
   std::map<std::string, SourcedSetting> per_plugin;
   std::map<std::string, std::map<std::string, std::string>> plugin_settings;  // config_get values
 };

@@ -11,11 +11,13 @@ std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid)
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return std::string("writable by ") + ((info.st_mode & S_IWOTH) != 0 ? "others" : "its group") +
-           " (mode " + [&] {
+           " (mode " +
+           [&] {
              char mode[8];
              std::snprintf(mode, sizeof mode, "%04o", info.st_mode & 07777);
              return std::string(mode);
-           }() + ")";
+           }() +
+           ")";
   }
   return std::nullopt;
 }
@@ -34,8 +36,8 @@ Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
     return Error{path.string() + " is not trusted: " + *problem};
   }
   // A symlink itself can be swapped by whoever owns it.
-  if (::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode) &&
-      info.st_uid != 0 && info.st_uid != host_uid) {
+  if (::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode) && info.st_uid != 0 &&
+      info.st_uid != host_uid) {
     return Error{path.string() + " is not trusted: a symlink owned by uid " +
                  std::to_string(info.st_uid)};
   }

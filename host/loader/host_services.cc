@@ -11,11 +11,16 @@ namespace {
 
 spdlog::level::level_enum ToSpdlog(gpustack_log_level level) {
   switch (level) {
-    case GPUSTACK_LOG_TRACE: return spdlog::level::trace;
-    case GPUSTACK_LOG_DEBUG: return spdlog::level::debug;
-    case GPUSTACK_LOG_INFO: return spdlog::level::info;
-    case GPUSTACK_LOG_WARN: return spdlog::level::warn;
-    default: return spdlog::level::err;  // ERROR and anything unknown: never lose it
+    case GPUSTACK_LOG_TRACE:
+      return spdlog::level::trace;
+    case GPUSTACK_LOG_DEBUG:
+      return spdlog::level::debug;
+    case GPUSTACK_LOG_INFO:
+      return spdlog::level::info;
+    case GPUSTACK_LOG_WARN:
+      return spdlog::level::warn;
+    default:
+      return spdlog::level::err;  // ERROR and anything unknown: never lose it
   }
 }
 

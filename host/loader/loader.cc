@@ -145,7 +145,8 @@ std::vector<ManifestCandidate> FindManifests(const std::vector<fs::path>& dirs,
       if (it->path().extension() == ".json") files.push_back(it->path());
     }
     if (ec) {
-      problems->push_back("plugin directory " + dir.string() + " cannot be listed: " + ec.message());
+      problems->push_back("plugin directory " + dir.string() +
+                          " cannot be listed: " + ec.message());
       continue;
     }
     std::sort(files.begin(), files.end());
@@ -156,8 +157,9 @@ std::vector<ManifestCandidate> FindManifests(const std::vector<fs::path>& dirs,
       }
       Result<Manifest> manifest = ReadManifest(file);
       if (manifest && !taken.insert(manifest->name).second) {
-        candidates.push_back({file, Error{file.string() + ": plugin \"" + manifest->name +
-                                          "\" is shadowed by one found earlier in the search path"}});
+        candidates.push_back(
+            {file, Error{file.string() + ": plugin \"" + manifest->name +
+                         "\" is shadowed by one found earlier in the search path"}});
         continue;
       }
       candidates.push_back({file, std::move(manifest)});
@@ -197,8 +199,8 @@ Result<std::unique_ptr<Plugin>> LoadUnguarded(const Manifest& manifest,
   }
   std::error_code ec;
   if (!fs::is_regular_file(manifest.library_path, ec)) {
-    return Error{where + ": plugin library not found (named by " +
-                 manifest.manifest_path.string() + ")"};
+    return Error{where + ": plugin library not found (named by " + manifest.manifest_path.string() +
+                 ")"};
   }
   if (auto trusted = CheckTrusted(manifest.library_path, options.trusted_uid); !trusted) {
     return Error{"plugin library refused: " + trusted.error()};
@@ -257,8 +259,9 @@ Result<std::unique_ptr<Plugin>> LoadUnguarded(const Manifest& manifest,
   }
   if (api.last_error_message == nullptr || api.identify == nullptr || api.init == nullptr ||
       api.shutdown == nullptr) {
-    return Error{where + ": function table lacks a required function "
-                         "(last_error_message, identify, init and shutdown are required)"};
+    return Error{where +
+                 ": function table lacks a required function "
+                 "(last_error_message, identify, init and shutdown are required)"};
   }
 
   auto identity = ReadIdentity(api, manifest);

@@ -19,8 +19,8 @@
 namespace gpustack::loader {
 
 struct LoaderOptions {
-  AbiVersion host_abi;               // tests override it to play an older or newer host
-  uid_t trusted_uid = ::geteuid();   // besides root, the only owner a plugin file may have
+  AbiVersion host_abi;              // tests override it to play an older or newer host
+  uid_t trusted_uid = ::geteuid();  // besides root, the only owner a plugin file may have
 };
 
 // The directories to search, in order: `extra` (flags), then `env_path` (the GPUSTACK_PLUGIN_PATH

@@ -28,8 +28,8 @@ Result<uint16_t> ParseVendorId(const json& value, const std::string& where) {
     const std::string text = value.get<std::string>();
     const size_t digits = text.size() - 2;
     if (text.size() >= 3 && text.size() <= 6 && (text[1] == 'x' || text[1] == 'X') &&
-        text[0] == '0' && text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos &&
-        digits >= 1) {
+        text[0] == '0' &&
+        text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos && digits >= 1) {
       return static_cast<uint16_t>(std::stoul(text.substr(2), nullptr, 16));
     }
   }
@@ -72,7 +72,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::filesystem::pat
   Manifest m;
   m.manifest_path = manifest_path;
   auto name = doc.find("name");
-  if (name == doc.end() || !name->is_string() || !IsValidManufacturerKey(name->get<std::string>())) {
+  if (name == doc.end() || !name->is_string() ||
+      !IsValidManufacturerKey(name->get<std::string>())) {
     return Error{where + ": \"name\" must be a manufacturer key of [a-z0-9-] (e.g. \"nvidia\")"};
   }
   m.name = name->get<std::string>();
@@ -115,7 +116,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::filesystem::pat
 Result<Manifest> ReadManifest(const std::filesystem::path& manifest_path) {
   std::ifstream file(manifest_path, std::ios::binary);
   if (!file) {
-    return Error{"manifest " + manifest_path.string() + ": cannot be read: " + std::strerror(errno)};
+    return Error{"manifest " + manifest_path.string() +
+                 ": cannot be read: " + std::strerror(errno)};
   }
   std::ostringstream text;
   text << file.rdbuf();

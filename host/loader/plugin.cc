@@ -79,7 +79,8 @@ struct Reader {
     out.runtime_version = Str(g.runtime_version, "group.runtime_version");
     out.compute_capability = Str(g.compute_capability, "group.compute_capability");
     if (!Array(g.accelerators, g.accelerator_count, "group.accelerators")) return out;
-    for (size_t i = 0; i < g.accelerator_count; ++i) out.accelerators.push_back(Accel(g.accelerators[i]));
+    for (size_t i = 0; i < g.accelerator_count; ++i)
+      out.accelerators.push_back(Accel(g.accelerators[i]));
     return out;
   }
 
@@ -270,8 +271,9 @@ Status Plugin::Outcome(const char* hook, gpustack_status status,
 }
 
 Error Plugin::Missing(const char* hook) const {
-  return Error{manifest_.name + ": " + hook + " failed: UNIMPLEMENTED: the plugin does not provide it",
-               GPUSTACK_STATUS_UNIMPLEMENTED};
+  return Error{
+      manifest_.name + ": " + hook + " failed: UNIMPLEMENTED: the plugin does not provide it",
+      GPUSTACK_STATUS_UNIMPLEMENTED};
 }
 
 Status Plugin::RequireInstance(const char* hook) const {
@@ -294,16 +296,17 @@ Status Plugin::Init(std::map<std::string, std::string> settings,
   pci_devices_.clear();
   for (size_t i = 0; i < inventory.size(); ++i) {
     const pci::PciDevice& d = inventory[i];
-    pci_devices_.push_back(gpustack_pci_device{
-        sizeof(gpustack_pci_device), nullptr, sdk::Str(pci_strings_[2 * i]), d.vendor_id,
-        d.device_id, d.class_code, d.subsystem_vendor_id, d.subsystem_device_id, d.numa_node,
-        sdk::Str(pci_strings_[2 * i + 1])});
+    pci_devices_.push_back(
+        gpustack_pci_device{sizeof(gpustack_pci_device), nullptr, sdk::Str(pci_strings_[2 * i]),
+                            d.vendor_id, d.device_id, d.class_code, d.subsystem_vendor_id,
+                            d.subsystem_device_id, d.numa_node, sdk::Str(pci_strings_[2 * i + 1])});
   }
   pci_device_ptrs_.clear();
   for (const gpustack_pci_device& d : pci_devices_) pci_device_ptrs_.push_back(&d);
 
-  const gpustack_init_args args{sizeof(gpustack_init_args), nullptr,          negotiated_.major,
-                                negotiated_.minor,          services_->table(), pci_device_ptrs_.data(),
+  const gpustack_init_args args{sizeof(gpustack_init_args), nullptr,
+                                negotiated_.major,          negotiated_.minor,
+                                services_->table(),         pci_device_ptrs_.data(),
                                 pci_device_ptrs_.size()};
   gpustack_plugin_instance* instance = nullptr;
   const gpustack_status status = api_.init(&args, &instance);
@@ -327,7 +330,7 @@ void Plugin::Shutdown() {
 
 Result<std::vector<sdk::AcceleratorGroup>> Plugin::Discover() {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("discover"); !ready) return Error{ready.error()};
   if (api_.discover == nullptr) return Missing("discover");
   Collector<sdk::AcceleratorGroup> collector;
@@ -344,7 +347,7 @@ Result<std::vector<sdk::AcceleratorGroup>> Plugin::Discover() {
 
 Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("grant"); !ready) return Error{ready.error()};
   if (api_.grant == nullptr) return Missing("grant");
   Collector<sdk::ContainerEdit> collector;
@@ -372,7 +375,7 @@ Result<std::vector<sdk::ContainerEdit>> Plugin::Grant(const sdk::Grant& grant) {
 
 Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view accelerator_id) {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("list_partitions"); !ready) return Error{ready.error()};
   if (api_.list_partitions == nullptr) {
     return Missing("list_partitions");
@@ -391,7 +394,7 @@ Result<std::vector<sdk::Partition>> Plugin::ListPartitions(std::string_view acce
 
 Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest& request) {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("create_partition"); !ready) return Error{ready.error()};
   if (api_.create_partition == nullptr) {
     return Missing("create_partition");
@@ -421,15 +424,14 @@ Result<sdk::Partition> Plugin::CreatePartition(const sdk::CreatePartitionRequest
 
 Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("destroy_partition"); !ready) return ready;
   if (api_.destroy_partition == nullptr) {
     return Missing("destroy_partition");
   }
-  const gpustack_destroy_partition_args args{sizeof(args), nullptr,
-                                             sdk::Str(request.accelerator_id),
-                                             sdk::Str(request.partition_id),
-                                             sdk::Str(request.owner)};
+  const gpustack_destroy_partition_args args{
+      sizeof(args), nullptr, sdk::Str(request.accelerator_id), sdk::Str(request.partition_id),
+      sdk::Str(request.owner)};
   const gpustack_status status = api_.destroy_partition(instance_, &args);
   if (status != GPUSTACK_STATUS_OK) return CallError("destroy_partition", status);
   return Ok{};
@@ -437,7 +439,7 @@ Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
 
 Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request) {
   std::shared_lock life(lifecycle_);  // no shutdown while the call runs
-  std::lock_guard serial(calls_);   // calls on one instance are serialized (plugin.h)
+  std::lock_guard serial(calls_);     // calls on one instance are serialized (plugin.h)
   if (auto ready = RequireInstance("sample_metrics"); !ready) return Error{ready.error()};
   if (api_.sample_metrics == nullptr) {
     return Missing("sample_metrics");
@@ -461,8 +463,8 @@ Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request
             static_cast<Both*>(data)->processes, s);
       }};
   const std::vector<gpustack_str> ids = Strs(request.accelerator_ids);
-  const gpustack_sample_metrics_args args{sizeof(args), nullptr, ids.data(), ids.size(),
-                                          request.include_processes ? 1 : 0, &sink};
+  const gpustack_sample_metrics_args args{
+      sizeof(args), nullptr, ids.data(), ids.size(), request.include_processes ? 1 : 0, &sink};
   const gpustack_status status = api_.sample_metrics(instance_, &args);
   const std::string& problem =
       !devices.reader.problem.empty() ? devices.reader.problem : processes.reader.problem;

@@ -118,7 +118,8 @@ bool IsBusId(const std::string& name) {
   for (size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
     const bool separator = i == first || i == first + 3 || i == first + 6;
-    if (separator ? c != (i == first + 6 ? '.' : ':') : !std::isxdigit(static_cast<unsigned char>(c))) {
+    if (separator ? c != (i == first + 6 ? '.' : ':')
+                  : !std::isxdigit(static_cast<unsigned char>(c))) {
       return false;
     }
   }
@@ -171,8 +172,7 @@ Result<std::vector<PciDevice>> Scan(const ScanOptions& options) {
     char bus_id[32];
     std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.%x", r.domain, r.bus, r.dev, r.func);
     devices.push_back(PciDevice{bus_id, r.vendor, r.device, r.class_code, r.subsystem_vendor,
-                                r.subsystem_device, r.numa,
-                                sysfs_pci + "/devices/" + bus_id});
+                                r.subsystem_device, r.numa, sysfs_pci + "/devices/" + bus_id});
   }
   std::sort(devices.begin(), devices.end(),
             [](const PciDevice& a, const PciDevice& b) { return a.bus_id < b.bus_id; });

@@ -4,12 +4,12 @@
 
 #include <stdio.h>
 
-#define CHECK(cond)                                          \
-  do {                                                       \
-    if (!(cond)) {                                           \
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
       fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                            \
-    }                                                        \
+      failures++;                                                        \
+    }                                                                    \
   } while (0)
 
 int main(void) {

@@ -57,33 +57,44 @@ constexpr bool PinnedToWholeStruct(size_t pinned) {
 }
 static_assert(PinnedToWholeStruct<gpustack_plugin_api>(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_accelerator_group>(
-    GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_plugin_identity>(
-    GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_accelerator_group>(GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_device_sample>(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_container_edit>(
-    GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_container_edit>(GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_health_sink>(GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_metrics_sink>(GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_partition_sink>(GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_container_edit_sink>(GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_discovery_sink>(GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_partition_sink>(GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_container_edit_sink>(
+    GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_discovery_sink>(GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_discover_args>(GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_list_partitions_args>(GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_destroy_partition_args>(GPUSTACK_DESTROY_PARTITION_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_create_partition_args>(GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_sample_metrics_args>(GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_poll_health_args>(GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_list_partitions_args>(
+    GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_destroy_partition_args>(
+    GPUSTACK_DESTROY_PARTITION_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_create_partition_args>(
+    GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_sample_metrics_args>(
+    GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_poll_health_args>(GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_health_event>(GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_partition>(GPUSTACK_PARTITION_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_grant_args>(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_process_sample>(GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_partition_profile>(GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_process_sample>(GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_partition_profile>(GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_pci_device>(GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_host_services>(GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_init_args>(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_negotiate_args>(GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0));
+static_assert(
+    PinnedToWholeStruct<gpustack_negotiate_args>(GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0));
 
 // 32-bit enums with pinned numbers (values are ABI).
 static_assert(sizeof(gpustack_status) == 4 && std::is_signed_v<gpustack_status>);

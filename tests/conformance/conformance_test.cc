@@ -11,9 +11,9 @@
 #include <gpustack/plugin.h>
 #include <gpustack/plugin_types.hpp>
 
+#include <gtest/gtest.h>
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
-#include <gtest/gtest.h>
 
 #include <cstring>
 #include <iostream>
@@ -45,7 +45,8 @@ struct RawPlugin {
   explicit RawPlugin(const loader::Manifest& manifest)
       : library(manifest.library_path,
                 boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local) {
-    negotiate = &library.get<gpustack_status(gpustack_negotiate_args*)>(GPUSTACK_PLUGIN_ENTRY_SYMBOL);
+    negotiate =
+        &library.get<gpustack_status(gpustack_negotiate_args*)>(GPUSTACK_PLUGIN_ENTRY_SYMBOL);
     gpustack_negotiate_args args{};
     args.struct_size = sizeof(args);
     args.host_abi_major = GPUSTACK_PLUGIN_ABI_MAJOR;
@@ -85,7 +86,9 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(init) << init.error();
   }
 
-  bool Has(gpustack_capabilities cap) const { return (plugin_->identity().capabilities & cap) != 0; }
+  bool Has(gpustack_capabilities cap) const {
+    return (plugin_->identity().capabilities & cap) != 0;
+  }
 
   // Every failure must explain itself.
   static void ExpectExplained(const Error& error) {
@@ -110,7 +113,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
 
 TEST_P(Conformance, ExportsOnlyTheEntrySymbol) {
   // library_info lists the defined, exported symbols, read from the file without loading it.
-  const std::vector<std::string> exported = boost::dll::library_info(manifest_.library_path).symbols();
+  const std::vector<std::string> exported =
+      boost::dll::library_info(manifest_.library_path).symbols();
   EXPECT_EQ(exported, std::vector<std::string>{GPUSTACK_PLUGIN_ENTRY_SYMBOL})
       << "a plugin exports its entry point and nothing else (hidden visibility + the SDK's "
          "export map), so plugins cannot interpose on each other or on the host";
@@ -148,9 +152,9 @@ TEST_P(Conformance, IdentityIsWellFormed) {
   EXPECT_EQ(std::set<uint16_t>(id.pci_vendor_ids.begin(), id.pci_vendor_ids.end()).size(),
             id.pci_vendor_ids.size())
       << "duplicate PCI vendor ids";
-  constexpr gpustack_capabilities kKnown = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                                           GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS |
-                                           GPUSTACK_CAP_HEALTH_EVENTS;
+  constexpr gpustack_capabilities kKnown =
+      GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING |
+      GPUSTACK_CAP_PROCESS_METRICS | GPUSTACK_CAP_HEALTH_EVENTS;
   EXPECT_EQ(id.capabilities & ~kKnown, 0u) << "capability bits this ABI version does not define";
   EXPECT_EQ(Has(GPUSTACK_CAP_PARTITIONING), !id.partition_kind.empty());
 }
@@ -231,7 +235,8 @@ TEST_P(Conformance, DiscoveryIsWellFormed) {
       std::set<std::string> names;
       for (const sdk::PartitionProfile& p : a.partition_profiles) {
         EXPECT_TRUE(names.insert(p.name).second) << "duplicate profile " << p.name;
-        EXPECT_TRUE(std::regex_match(p.name, std::regex("^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")))
+        EXPECT_TRUE(
+            std::regex_match(p.name, std::regex("^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")))
             << p.name << " is not a valid resource-name segment";
         EXPECT_GT(p.memory_mib, 0u) << p.name;
         EXPECT_GE(p.max_count, 1u) << p.name;
@@ -266,17 +271,18 @@ TEST_P(Conformance, DiscoveryStopsWhenTheHostRefuses) {
   RawPlugin raw(manifest_);
   ASSERT_NE(raw.api, nullptr);
   const gpustack_host_services host = NullHostServices();
-  const gpustack_init_args init{sizeof(init), nullptr, GPUSTACK_PLUGIN_ABI_MAJOR,
-                                GPUSTACK_PLUGIN_ABI_MINOR, &host, nullptr, 0};
+  const gpustack_init_args init{
+      sizeof(init), nullptr, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR, &host,
+      nullptr,      0};
   gpustack_plugin_instance* instance = nullptr;
   plugin_->Shutdown();  // one instance at a time
   ASSERT_EQ(raw.api->init(&init, &instance), GPUSTACK_STATUS_OK) << raw.LastError();
   int calls = 0;
-  const gpustack_discovery_sink sink{sizeof(sink), nullptr, &calls,
-                                     [](void* data, const gpustack_accelerator_group*) {
-                                       ++*static_cast<int*>(data);
-                                       return static_cast<gpustack_status>(GPUSTACK_STATUS_CANCELLED);
-                                     }};
+  const gpustack_discovery_sink sink{
+      sizeof(sink), nullptr, &calls, [](void* data, const gpustack_accelerator_group*) {
+        ++*static_cast<int*>(data);
+        return static_cast<gpustack_status>(GPUSTACK_STATUS_CANCELLED);
+      }};
   const gpustack_discover_args args{sizeof(args), nullptr, &sink};
   EXPECT_NE(raw.api->discover(instance, &args), GPUSTACK_STATUS_OK)
       << "the host refused a group, so discovery must not report success";
@@ -310,8 +316,8 @@ TEST_P(Conformance, GrantValidatesInputAndEmitsWellFormedEdits) {
         grants.push_back({"conformance-pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {a.id}, 0, 0, {}});
       }
       if (a.logical_slice_count > 0) {
-        grants.push_back({"conformance-pod", "main", GPUSTACK_GRANT_SLICED, {a.id},
-                          a.memory_mib / 4, 50, {}});
+        grants.push_back(
+            {"conformance-pod", "main", GPUSTACK_GRANT_SLICED, {a.id}, a.memory_mib / 4, 50, {}});
       }
       for (const sdk::Grant& grant : grants) {
         auto edits = plugin_->Grant(grant);

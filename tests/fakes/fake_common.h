@@ -20,7 +20,8 @@
 static char fake_error[256];
 static size_t fake_error_size;
 
-__attribute__((unused)) static gpustack_status fake_fail(gpustack_status status, const char* message) {
+__attribute__((unused)) static gpustack_status fake_fail(gpustack_status status,
+                                                         const char* message) {
   fake_error_size = (size_t)snprintf(fake_error, sizeof fake_error, "%s", message);
   return status;
 }

@@ -64,8 +64,8 @@ static gpustack_status fake_identify(gpustack_plugin_identity* id) {
   return GPUSTACK_STATUS_OK;
 }
 
-__attribute__((unused)) static int fake_config(const struct gpustack_plugin_instance* self, const char* key,
-                       gpustack_str* value) {
+__attribute__((unused)) static int fake_config(const struct gpustack_plugin_instance* self,
+                                               const char* key, gpustack_str* value) {
   gpustack_str k;
   k.data = key;
   k.size = strlen(key);
@@ -192,24 +192,35 @@ struct future_api {
   void (*future_hooks[8])(void);
 };
 static const struct future_api fake_api_storage = {
-    {sizeof(struct future_api), NULL, FAKE_ANSWER_MAJOR, FAKE_ANSWER_MINOR,
-     fake_last_error_message, fake_identify, fake_init, fake_shutdown, fake_discover, NULL, NULL,
-     NULL, NULL, NULL, NULL},
+    {sizeof(struct future_api), NULL, FAKE_ANSWER_MAJOR, FAKE_ANSWER_MINOR, fake_last_error_message,
+     fake_identify, fake_init, fake_shutdown, fake_discover, NULL, NULL, NULL, NULL, NULL, NULL},
     {NULL}};
 #define FAKE_API (&fake_api_storage.base)
 #else
 #ifndef FAKE_TABLE_SIZE
 #define FAKE_TABLE_SIZE sizeof(gpustack_plugin_api)
 #endif
-static const gpustack_plugin_api fake_api_storage = {
-    FAKE_TABLE_SIZE, NULL, FAKE_ANSWER_MAJOR, FAKE_ANSWER_MINOR, fake_last_error_message,
-    fake_identify, fake_init, fake_shutdown, fake_discover, NULL, NULL, NULL, NULL, NULL, NULL};
+static const gpustack_plugin_api fake_api_storage = {FAKE_TABLE_SIZE,
+                                                     NULL,
+                                                     FAKE_ANSWER_MAJOR,
+                                                     FAKE_ANSWER_MINOR,
+                                                     fake_last_error_message,
+                                                     fake_identify,
+                                                     fake_init,
+                                                     fake_shutdown,
+                                                     fake_discover,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL};
 #define FAKE_API (&fake_api_storage)
 #endif
 
 #ifdef FAKE_NO_ENTRY
-GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate_misspelled(
-    gpustack_negotiate_args* args)
+GPUSTACK_PLUGIN_EXPORT gpustack_status
+gpustack_plugin_negotiate_misspelled(gpustack_negotiate_args* args)
 #else
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args)
 #endif

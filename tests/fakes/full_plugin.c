@@ -1,7 +1,8 @@
 /* A complete plugin in plain C: every hook implemented over three simulated cards, so the host
  * wrapper and the conformance suite meet real data through the raw ABI (no C++ helper).
  *   FAKE-A-0, FAKE-A-1  "Fake Accel A", 16 GiB, 16 logical slices, not partitionable
- *   FAKE-P-0            "Fake Accel P", 80 GiB, partition mode enabled, profiles 1g.10gb, 4g.40gb */
+ *   FAKE-P-0            "Fake Accel P", 80 GiB, partition mode enabled, profiles 1g.10gb, 4g.40gb
+ */
 #include "fake_common.h"
 
 enum { CARD_COUNT = 3, MAX_PARTITIONS = 16, SLICES = 8 };
@@ -11,16 +12,24 @@ typedef struct card {
   const char* bus_id;
   int partitioned;
 } card;
-static const card cards[CARD_COUNT] = {
-    {"FAKE-A-0", "0000:3b:00.0", 0}, {"FAKE-A-1", "0000:3c:00.0", 0}, {"FAKE-P-0", "0000:5e:00.0", 1}};
+static const card cards[CARD_COUNT] = {{"FAKE-A-0", "0000:3b:00.0", 0},
+                                       {"FAKE-A-1", "0000:3c:00.0", 0},
+                                       {"FAKE-P-0", "0000:5e:00.0", 1}};
 
 static const gpustack_placement placements_1g[] = {{0, 1}, {1, 1}, {2, 1}, {3, 1},
                                                    {4, 1}, {5, 1}, {6, 1}};
 static const gpustack_placement placements_4g[] = {{0, 4}, {4, 4}};
 static const gpustack_partition_profile profile_1g = {
     sizeof(gpustack_partition_profile), NULL, FAKE_STR("1g.10gb"), 9856, 1, 1, 7, placements_1g, 7};
-static const gpustack_partition_profile profile_4g = {
-    sizeof(gpustack_partition_profile), NULL, FAKE_STR("4g.40gb"), 40192, 4, 4, 2, placements_4g, 2};
+static const gpustack_partition_profile profile_4g = {sizeof(gpustack_partition_profile),
+                                                      NULL,
+                                                      FAKE_STR("4g.40gb"),
+                                                      40192,
+                                                      4,
+                                                      4,
+                                                      2,
+                                                      placements_4g,
+                                                      2};
 static const gpustack_partition_profile* const profiles[] = {&profile_1g, &profile_4g};
 
 typedef struct partition {
@@ -65,8 +74,9 @@ static gpustack_status identify(gpustack_plugin_identity* id) {
   id->plugin_version.size = 5;
   id->pci_vendor_ids = vendor_ids;
   id->pci_vendor_id_count = 1;
-  id->capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING |
-                     GPUSTACK_CAP_PROCESS_METRICS | GPUSTACK_CAP_HEALTH_EVENTS;
+  id->capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                     GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS |
+                     GPUSTACK_CAP_HEALTH_EVENTS;
   id->partition_kind.data = "mig";
   id->partition_kind.size = 3;
   return GPUSTACK_STATUS_OK;
@@ -88,7 +98,8 @@ static void shutdown_plugin(gpustack_plugin_instance* instance) {
   if (instance != NULL) instance->host = NULL;
 }
 
-static gpustack_status discover(gpustack_plugin_instance* self, const gpustack_discover_args* args) {
+static gpustack_status discover(gpustack_plugin_instance* self,
+                                const gpustack_discover_args* args) {
   gpustack_accelerator accel[CARD_COUNT];
   const gpustack_accelerator* group_a[2];
   const gpustack_accelerator* group_p[1];
@@ -213,8 +224,10 @@ static gpustack_status grant(gpustack_plugin_instance* self, const gpustack_gran
     strcat(visible, cards[c].id);
   }
   if (args->mode == GPUSTACK_GRANT_SLICED) {
-    if (args->memory_limit_mib == 0 || args->cores_percentage == 0 || args->cores_percentage > 100) {
-      return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "a slice needs a VRAM and a compute budget");
+    if (args->memory_limit_mib == 0 || args->cores_percentage == 0 ||
+        args->cores_percentage > 100) {
+      return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                       "a slice needs a VRAM and a compute budget");
     }
     if (cards[find_card(args->accelerator_ids[0])].partitioned) {
       return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "card is in partition mode");
@@ -290,7 +303,8 @@ static gpustack_status create_partition(gpustack_plugin_instance* self,
   }
   c = find_card(args->accelerator_id);
   if (c < 0) return fake_fail(GPUSTACK_STATUS_NOT_FOUND, "no such accelerator");
-  if (!cards[c].partitioned) return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "partition mode is off");
+  if (!cards[c].partitioned)
+    return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "partition mode is off");
   if (args->owner.size == 0 || args->owner.size >= sizeof slot->owner) {
     return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "owner must be 1..63 bytes");
   }
@@ -429,10 +443,21 @@ static gpustack_status poll_health_events(gpustack_plugin_instance* self,
   return GPUSTACK_STATUS_OK;
 }
 
-static const gpustack_plugin_api api = {
-    sizeof(gpustack_plugin_api), NULL, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR,
-    fake_last_error_message, identify, init, shutdown_plugin, discover, grant, list_partitions,
-    create_partition, destroy_partition, sample_metrics, poll_health_events};
+static const gpustack_plugin_api api = {sizeof(gpustack_plugin_api),
+                                        NULL,
+                                        GPUSTACK_PLUGIN_ABI_MAJOR,
+                                        GPUSTACK_PLUGIN_ABI_MINOR,
+                                        fake_last_error_message,
+                                        identify,
+                                        init,
+                                        shutdown_plugin,
+                                        discover,
+                                        grant,
+                                        list_partitions,
+                                        create_partition,
+                                        destroy_partition,
+                                        sample_metrics,
+                                        poll_health_events};
 
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args) {
   return fake_negotiate(args, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR, &api);

@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   static const std::vector<ResourceKind> kinds{{"nvidia", "nvidia.com/gpu", "mig"},
                                                {"amd", "amd.com/gpu", ""}};
-  static const FoldContext fold{81920,
-                                d::FindPartitionTable("nvidia", "H100 80GB")->profiles};
+  static const FoldContext fold{81920, d::FindPartitionTable("nvidia", "H100 80GB")->profiles};
   if (auto requests = d::ParsePodRequests(json, kinds, fold)) {
     for (const auto& r : *requests) {
       const auto& q = r.request;
@@ -53,7 +52,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = d::AllocationFromJson(d::ToJson(*allocation));
     if (!again || !(*again == *allocation)) Fail();
     // Restoring an arbitrary allocation onto a real node must refuse or fit, never over-charge.
-    d::NodeLedger ledger("fuzz", {{{"g", "nvidia", "G", 81920, 0, "", "", "", "",
+    d::NodeLedger ledger("fuzz", {{{"g",
+                                    "nvidia",
+                                    "G",
+                                    81920,
+                                    0,
+                                    "",
+                                    "",
+                                    "",
+                                    "",
                                     {{"GPU-0", 0, {0}, {}, false, 4, false, {}}}}}});
     if (ledger.Restore(*allocation) && ledger.cards()[0].allocated > d::kCardCredits) Fail();
   }

@@ -19,14 +19,15 @@ struct CliRun {
 };
 
 CliRun Detect(const std::string& args, const std::string& env = "") {
-  const std::string command = env + " '" GPUSTACK_BINARY "' device-manager detect " + args +
-                              " 2>/dev/null";
+  const std::string command =
+      env + " '" GPUSTACK_BINARY "' device-manager detect " + args + " 2>/dev/null";
   CliRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    run.out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return run;
@@ -85,7 +86,7 @@ TEST(DetectCli, MixedNodeEnablesBothVendors) {
 
 TEST(DetectCli, ReportsWhatAnEnabledPluginDiscovers) {
   const CliRun run = Detect(Sysfs("cpu-only") + " --plugin-dir " + FakeDir("full") +
-                         " --enable 'full=on' -o json");
+                            " --enable 'full=on' -o json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   EXPECT_EQ(report["pluginDirs"][0], std::string(GPUSTACK_FAKES_DIR) + "/full");
@@ -102,7 +103,7 @@ TEST(DetectCli, ReportsWhatAnEnabledPluginDiscovers) {
 
 TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   const CliRun run = Detect(Sysfs("nvidia-a10g") + " --plugin-dir " + FakeDir("init-fails") +
-                         " --enable 'init-fails=on' -o json");
+                            " --enable 'init-fails=on' -o json");
   EXPECT_EQ(run.exit_code, 1) << "an enabled plugin failed";
   const json report = json::parse(run.out);
   const json* broken = FindPlugin(report, "init-fails");
@@ -115,8 +116,9 @@ TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
 }
 
 TEST(DetectCli, PluginPathComesFromTheEnvironmentToo) {
-  const CliRun run = Detect(Sysfs("cpu-only") + " -o json",
-                         "GPUSTACK_PLUGIN_PATH=" + FakeDir("noop") + " GPUSTACK_PLUGIN_ENABLE=noop=on");
+  const CliRun run =
+      Detect(Sysfs("cpu-only") + " -o json",
+             "GPUSTACK_PLUGIN_PATH=" + FakeDir("noop") + " GPUSTACK_PLUGIN_ENABLE=noop=on");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   const json* noop = FindPlugin(report, "noop");
@@ -125,7 +127,8 @@ TEST(DetectCli, PluginPathComesFromTheEnvironmentToo) {
 }
 
 TEST(DetectCli, BadInputIsAClearErrorWithExitCode2) {
-  FILE* pipe = ::popen("'" GPUSTACK_BINARY "' device-manager detect --enable nvidia=maybe 2>&1", "r");
+  FILE* pipe =
+      ::popen("'" GPUSTACK_BINARY "' device-manager detect --enable nvidia=maybe 2>&1", "r");
   ASSERT_NE(pipe, nullptr);
   std::array<char, 512> buffer{};
   const size_t n = std::fread(buffer.data(), 1, buffer.size() - 1, pipe);

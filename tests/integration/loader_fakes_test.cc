@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <filesystem>
-#include <thread>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "host/common/logging.h"
 #include "host/loader/loader.h"
@@ -33,7 +33,8 @@ std::unique_ptr<Plugin> LoadOk(const std::string& name, LoaderOptions options = 
 class FakeCopy {
  public:
   explicit FakeCopy(const std::string& name)
-      : dir_(fs::temp_directory_path() / ("gpustack-fake-" + name + "-" + std::to_string(::getpid()))) {
+      : dir_(fs::temp_directory_path() /
+             ("gpustack-fake-" + name + "-" + std::to_string(::getpid()))) {
     fs::remove_all(dir_);
     fs::copy(fs::path(GPUSTACK_FAKES_DIR) / name, dir_, fs::copy_options::recursive);
     fs::permissions(dir_, fs::perms(0755));
@@ -117,7 +118,8 @@ TEST(LoaderFakes, AnOlderMinorPluginLoadsIntoANewerHost) {
 }
 
 TEST(LoaderFakes, RefusedBeforeDlopenRunsNoPluginCode) {
-  const fs::path marker = fs::temp_directory_path() / ("gpustack-marker-" + std::to_string(::getpid()));
+  const fs::path marker =
+      fs::temp_directory_path() / ("gpustack-marker-" + std::to_string(::getpid()));
   fs::remove(marker);
   ::setenv("FAKE_MARKER", marker.c_str(), 1);
   auto wrong_major = LoadFromManifest(Fake("wrong-major-manifest"), {});

@@ -30,7 +30,9 @@ inline Group NvidiaGroup(const std::string& id, const std::string& name, uint64_
   return g;
 }
 
-inline DevicesSpec A10gNode() { return {{NvidiaGroup("a10g", "NVIDIA A10G", 24576, 1, "GPU-a10g-")}}; }
+inline DevicesSpec A10gNode() {
+  return {{NvidiaGroup("a10g", "NVIDIA A10G", 24576, 1, "GPU-a10g-")}};
+}
 
 inline DevicesSpec T4Node(int cards, const std::string& prefix) {
   return {{NvidiaGroup("tesla-t4", "Tesla T4", 16384, cards, prefix)}};
@@ -63,7 +65,8 @@ inline Request Sliced(uint32_t percent, uint64_t card_mib = 81920, uint32_t core
   return r;
 }
 
-inline Request Partition(const std::string& profile, uint64_t profile_mib, uint64_t card_mib = 81920) {
+inline Request Partition(const std::string& profile, uint64_t profile_mib,
+                         uint64_t card_mib = 81920) {
   Request r;
   r.manufacturer = "nvidia";
   r.base = "nvidia.com/gpu";

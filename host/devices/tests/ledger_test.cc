@@ -14,7 +14,8 @@ TEST(Ledger, TwoThirtyPercentSlicesShareACardTwoSixtiesDoNot) {
   auto a = node.Reserve({"p1", "c"}, Sliced(30, 16384));
   auto b = node.Reserve({"p2", "c"}, Sliced(30, 16384));
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(a->charges[0].accelerator_id, b->charges[0].accelerator_id) << "packed onto the fullest";
+  EXPECT_EQ(a->charges[0].accelerator_id, b->charges[0].accelerator_id)
+      << "packed onto the fullest";
   auto c = node.Reserve({"p3", "c"}, Sliced(60, 16384));
   auto d = node.Reserve({"p4", "c"}, Sliced(60, 16384));
   ASSERT_TRUE(c) << c.error();
@@ -53,7 +54,8 @@ TEST(Ledger, ExclusiveTakesWholeFreeCardsInOrder) {
 }
 
 TEST(Ledger, ComputeBudgetsCapAt100WithoutOvercommit) {
-  DevicesSpec spec{{{"mlu370", "cambricon", "MLU370", 24576, 0, "", "", "", "", {Card("MLU-0", 0, 16, false)}}}};
+  DevicesSpec spec{
+      {{"mlu370", "cambricon", "MLU370", 24576, 0, "", "", "", "", {Card("MLU-0", 0, 16, false)}}}};
   NodeLedger node("n", spec);
   Request slice = Sliced(10, 24576, 60);
   slice.manufacturer = "cambricon";
@@ -67,7 +69,8 @@ TEST(Ledger, ComputeBudgetsCapAt100WithoutOvercommit) {
 }
 
 TEST(Ledger, SliceSlotsRunOut) {
-  DevicesSpec spec{{{"dcu", "hygon", "K100", 65536, 0, "", "", "", "", {Card("DCU-0", 0, 4, false)}}}};
+  DevicesSpec spec{
+      {{"dcu", "hygon", "K100", 65536, 0, "", "", "", "", {Card("DCU-0", 0, 4, false)}}}};
   NodeLedger node("n", spec);
   Request slice = Sliced(10, 65536, 10);
   slice.manufacturer = "hygon";
@@ -129,12 +132,14 @@ TEST(Ledger, RestoreRefusesWhatWouldOverAdmit) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error(),
             "card [0] GPU-a10g-0 on node n: 640000 credits do not fit the 480000 remaining");
-  Allocation other_mode{{"p3", "c"}, {{"GPU-a10g-0", Mode::kExclusive, kCardCredits, 0, 0, {}, {}}}};
+  Allocation other_mode{{"p3", "c"},
+                        {{"GPU-a10g-0", Mode::kExclusive, kCardCredits, 0, 0, {}, {}}}};
   EXPECT_FALSE(node.Restore(other_mode));
   Allocation unknown{{"p4", "c"}, {{"GPU-nope", Mode::kSliced, 1000, 0, 1, {}, {}}}};
   auto missing = node.Restore(unknown);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error(), "allocation of pod p4 names card GPU-nope, which node n does not have");
+  EXPECT_EQ(missing.error(),
+            "allocation of pod p4 names card GPU-nope, which node n does not have");
   Allocation fits{{"p5", "c"}, {{"GPU-a10g-0", Mode::kSliced, 480000, 0, 30, {}, {}}}};
   ASSERT_TRUE(node.Restore(fits));
   EXPECT_TRUE(node.Restore(fits)) << "restoring the same allocation twice is a no-op";
@@ -148,8 +153,9 @@ TEST(Ledger, NoCardOfTheManufacturer) {
   r.manufacturer = "amd";
   auto fit = node.Fit(r);
   ASSERT_FALSE(fit);
-  EXPECT_EQ(fit.error(), "no amd card on node n fits an exclusive request for 1 card(s) (0 free): "
-                         "the node has no amd card");
+  EXPECT_EQ(fit.error(),
+            "no amd card on node n fits an exclusive request for 1 card(s) (0 free): "
+            "the node has no amd card");
 }
 
 TEST(Ledger, UnhealthyCardsTakeNothing) {
@@ -160,6 +166,40 @@ TEST(Ledger, UnhealthyCardsTakeNothing) {
   ASSERT_TRUE(a);
   EXPECT_EQ(a->charges[0].accelerator_id, "GPU-1");
   EXPECT_EQ(FormatViews(ComputePoolViews({&node}, "nvidia", "tesla-t4")), "0/0 0/0 0/0 0/0");
+}
+
+}  // namespace
+}  // namespace gpustack::devices
+
+namespace gpustack::devices {
+namespace {
+
+TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
+  using namespace testing;
+  std::vector<NodeLedger> nodes;
+  for (int i = 0; i < 5; ++i) nodes.emplace_back("n" + std::to_string(i), A10gNode());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(nodes[i].Reserve({"p", "c"}, Whole(Family::kExclusive, 1)));
+  std::vector<const NodeLedger*> all;
+  for (const NodeLedger& n : nodes) all.push_back(&n);
+  auto fit = FitOnNodes(all, Sliced(50, 24576));
+  ASSERT_TRUE(fit) << fit.error();
+  EXPECT_EQ(fit->node, 3u);
+  all.resize(3);
+  auto none = FitOnNodes(all, Sliced(50, 24576));
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().rfind("none of 3 node(s) fits the request: no nvidia card on node n0", 0),
+            0u)
+      << none.error();
+  nodes.emplace_back("n5", A10gNode());
+  for (NodeLedger& n : nodes) {
+    static_cast<void>(n.Reserve({"q", "c"}, Whole(Family::kExclusive, 1)));  // fills n3..n5
+  }
+  all.clear();
+  for (const NodeLedger& n : nodes) all.push_back(&n);
+  auto many = FitOnNodes(all, Sliced(50, 24576));
+  ASSERT_FALSE(many);
+  EXPECT_NE(many.error().find("| and 3 more node(s)"), std::string::npos) << many.error();
 }
 
 }  // namespace

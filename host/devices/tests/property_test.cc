@@ -74,7 +74,8 @@ void CheckInvariants(const NodeLedger& node) {
   }
   ASSERT_EQ(rebuilt.ToStatus(), node.ToStatus());
   const std::string group = node.spec().groups[0].id;
-  ASSERT_EQ(ComputePoolViews({&rebuilt}, "nvidia", group), ComputePoolViews({&node}, "nvidia", group));
+  ASSERT_EQ(ComputePoolViews({&rebuilt}, "nvidia", group),
+            ComputePoolViews({&node}, "nvidia", group));
 }
 
 Request RandomRequest(std::mt19937& rng) {
@@ -82,8 +83,10 @@ Request RandomRequest(std::mt19937& rng) {
       {"1g.10gb", 10240}, {"1g.20gb", 20480}, {"2g.20gb", 20480},
       {"3g.40gb", 40960}, {"4g.40gb", 40960}, {"7g.80gb", 81920}};
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
-    case 0: return Whole(Family::kExclusive, std::uniform_int_distribution<uint32_t>(1, 3)(rng));
-    case 1: return Whole(Family::kShared, std::uniform_int_distribution<uint32_t>(1, 10)(rng));
+    case 0:
+      return Whole(Family::kExclusive, std::uniform_int_distribution<uint32_t>(1, 3)(rng));
+    case 1:
+      return Whole(Family::kShared, std::uniform_int_distribution<uint32_t>(1, 10)(rng));
     case 2:
       return Sliced(std::uniform_int_distribution<uint32_t>(1, 100)(rng), 81920,
                     std::uniform_int_distribution<uint32_t>(1, 100)(rng));
@@ -162,15 +165,18 @@ TEST(Json, SpecRoundTripsAndErrorsNameTheField) {
   j["groups"][0]["accelerators"][1]["status"]["logicalSliced"]["count"] = -3;
   auto bad = SpecFromJson(j);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error(), "spec.groups[0].accelerators[1].status.logicalSliced.count: must be a "
-                         "non-negative integer, got -3");
+  EXPECT_EQ(bad.error(),
+            "spec.groups[0].accelerators[1].status.logicalSliced.count: must be a "
+            "non-negative integer, got -3");
   j = ToJson(spec);
   j["groups"][0].erase("id");
   EXPECT_EQ(SpecFromJson(j).error(), "spec.groups[0].id: is required");
-  auto mode = StatusFromJson({{"groups", {{{"id", "g"}, {"manufacturer", "m"},
-                                           {"accelerators", {{{"id", "a"}, {"mode", 9u}}}}}}}});
+  auto mode = StatusFromJson(
+      {{"groups",
+        {{{"id", "g"}, {"manufacturer", "m"}, {"accelerators", {{{"id", "a"}, {"mode", 9u}}}}}}}});
   ASSERT_FALSE(mode);
-  EXPECT_EQ(mode.error(), "status.groups[0].accelerators[0].mode: 9 is not 0..4 (None..Partitioned)");
+  EXPECT_EQ(mode.error(),
+            "status.groups[0].accelerators[0].mode: 9 is not 0..4 (None..Partitioned)");
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ void ExpectRejected(const json& pod, const std::string& message) {
 
 // Rule 1
 TEST(Rules, OneFamilyOneGroup) {
-  auto ok = Parse(Pod({Container("a", {{"nvidia.com/gpu", "1"}}),
-                       Container("b", {{"nvidia.com/gpu", "1"}})}));
+  auto ok = Parse(
+      Pod({Container("a", {{"nvidia.com/gpu", "1"}}), Container("b", {{"nvidia.com/gpu", "1"}})}));
   ASSERT_TRUE(ok) << ok.error();
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[1].container, "b");
@@ -54,8 +54,8 @@ TEST(Rules, OneFamilyOneGroup) {
                  "spec.initContainers: Forbidden: accelerator requests must sit in one container "
                  "group; the init containers must give up theirs (devices are held for the Pod's "
                  "lifetime and the scheduler charges max(sum of init, sum of app) once)");
-  auto init_only = Parse(Pod({Container("main", {{"cpu", "1"}})},
-                             {Container("warmup", {{"nvidia.com/gpu", "1"}})}));
+  auto init_only = Parse(
+      Pod({Container("main", {{"cpu", "1"}})}, {Container("warmup", {{"nvidia.com/gpu", "1"}})}));
   ASSERT_TRUE(init_only) << init_only.error();
   EXPECT_EQ(init_only->size(), 1u);
 }
@@ -69,8 +69,8 @@ TEST(Rules, SlicedIsExactlyOneWithOneMemoryBudget) {
   EXPECT_EQ((*ok)[0].request.units, 320000);
   EXPECT_EQ((*ok)[0].request.cores_percentage, 40u);
 
-  auto mib = Parse(Pod({Container("main", {{"nvidia.com/gpu.sliced", "1"},
-                                           {"nvidia.com/gpu.sliced.memory-mib", "10000"}})}));
+  auto mib = Parse(Pod({Container(
+      "main", {{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-mib", "10000"}})}));
   ASSERT_TRUE(mib) << mib.error();
   EXPECT_EQ((*mib)[0].request.units, 195312) << "floor(10000 x 1.6M / 81920)";
   EXPECT_EQ((*mib)[0].request.cores_percentage, 100u) << "cores default to 100";
@@ -154,7 +154,8 @@ TEST(Rules, AtMostOneSlicingContainer) {
                        Container("sshd", {{"device.gpustack.ai/nvidia.visibility", "1"}})}));
   ASSERT_TRUE(ok) << ok.error();
   EXPECT_EQ(ok->size(), 1u) << "visibility is not a family";
-  const json slice = {{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "20"}};
+  const json slice = {{"nvidia.com/gpu.sliced", "1"},
+                      {"nvidia.com/gpu.sliced.memory-percentage", "20"}};
   ExpectRejected(Pod({Container("a", slice), Container("b", slice)}),
                  "spec: Forbidden: at most one container may request a slicing family, found 2");
 }
@@ -219,8 +220,8 @@ TEST(Quantities, EdgeCases) {
   ASSERT_FALSE(Parse(Pod({Container("main", {{"nvidia.com/gpu", "0"}})})));
   ASSERT_FALSE(ParsePodRequests(json::object(), kKinds, H100Pool()));
   // Found by the fuzzer: a non-string name used to throw out of the parser.
-  auto odd = ParsePodRequests(json::parse(R"({"spec":{"initContainers":[{"name":{"limits":{}}}]}})"),
-                              kKinds, H100Pool());
+  auto odd = ParsePodRequests(
+      json::parse(R"({"spec":{"initContainers":[{"name":{"limits":{}}}]}})"), kKinds, H100Pool());
   ASSERT_FALSE(odd);
   EXPECT_EQ(odd.error(), "spec.initContainers[0].name: Invalid value: must be a string");
   ASSERT_FALSE(ParsePodRequests(json{{"spec", {{"containers", 3}}}}, kKinds, H100Pool()));

@@ -77,8 +77,12 @@ TEST(WorkedExamples, H100AllPartitionedThenOne3g40gb) {
   EXPECT_EQ(counts.at("nvidia.com/gpu.shared"), 0);
   EXPECT_EQ(counts.at("nvidia.com/gpu.sliced"), 0);
   auto keys = CountingKeys(node, Nvidia());
-  ExpectProfiles(keys, {{"1g.10gb", 56}, {"1g.20gb", 32}, {"2g.20gb", 24}, {"3g.40gb", 16},
-                        {"4g.40gb", 8}, {"7g.80gb", 8}});
+  ExpectProfiles(keys, {{"1g.10gb", 56},
+                        {"1g.20gb", 32},
+                        {"2g.20gb", 24},
+                        {"3g.40gb", 16},
+                        {"4g.40gb", 8},
+                        {"7g.80gb", 8}});
   EXPECT_EQ(keys.at("nvidia.com/gpu.partitioned.units"), 12800000);
 
   auto mig = node.Reserve({"pod-mig", "main"}, Partition("3g.40gb", 40960));
@@ -87,9 +91,12 @@ TEST(WorkedExamples, H100AllPartitionedThenOne3g40gb) {
   EXPECT_EQ(mig->charges[0].placement, (Placement{0, 4}));
   EXPECT_EQ(Row({&node}, "h100-80gb-hbm3"), "0/0 0/0 0/0 1/52");
   EXPECT_EQ(AdvertisedCounts(node, Nvidia()).at("nvidia.com/gpu.partitioned"), 53);
-  ExpectProfiles(CountingKeys(node, Nvidia()),
-                 {{"1g.10gb", 52}, {"1g.20gb", 30}, {"2g.20gb", 22}, {"3g.40gb", 16},
-                  {"4g.40gb", 7}, {"7g.80gb", 7}});
+  ExpectProfiles(CountingKeys(node, Nvidia()), {{"1g.10gb", 52},
+                                                {"1g.20gb", 30},
+                                                {"2g.20gb", 22},
+                                                {"3g.40gb", 16},
+                                                {"4g.40gb", 7},
+                                                {"7g.80gb", 7}});
   EXPECT_EQ(SlicedDetailOf(node.spec().groups[0]).physical_count, 56u);
   const PoolViews v = ComputePoolViews({&node}, "nvidia", "h100-80gb-hbm3");
   EXPECT_EQ(v.allocated_profiles, (std::vector<ProfileCount>{{"3g.40gb", 1}}));
@@ -105,8 +112,12 @@ TEST(WorkedExamples, H100MixedThenA3g40gbAndAHalfSlice) {
   EXPECT_EQ(counts.at("nvidia.com/gpu.shared"), 50);
   EXPECT_EQ(counts.at("nvidia.com/gpu.sliced"), 640);
   const auto keys = CountingKeys(node, Nvidia());
-  ExpectProfiles(keys, {{"1g.10gb", 21}, {"1g.20gb", 12}, {"2g.20gb", 9}, {"3g.40gb", 6},
-                        {"4g.40gb", 3}, {"7g.80gb", 3}});
+  ExpectProfiles(keys, {{"1g.10gb", 21},
+                        {"1g.20gb", 12},
+                        {"2g.20gb", 9},
+                        {"3g.40gb", 6},
+                        {"4g.40gb", 3},
+                        {"7g.80gb", 3}});
   EXPECT_EQ(keys.at("nvidia.com/gpu.partitioned.units"), 4800000);
   EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.cores-percentage"), 64000);
   EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.memory-mib"), 409600);
@@ -121,15 +132,19 @@ TEST(WorkedExamples, H100MixedThenA3g40gbAndAHalfSlice) {
   EXPECT_LT(node.ToStatus().groups[0].accelerators[0].allocated, kCardCredits);
   EXPECT_EQ(Row({&node}, "h100-80gb-hbm3"), "4/4 10/40 100/450 1/17");
   EXPECT_EQ(AdvertisedCounts(node, Nvidia()).at("nvidia.com/gpu.partitioned"), 18);
-  ExpectProfiles(CountingKeys(node, Nvidia()),
-                 {{"1g.10gb", 17}, {"1g.20gb", 10}, {"2g.20gb", 7}, {"3g.40gb", 6},
-                  {"4g.40gb", 2}, {"7g.80gb", 2}});
+  ExpectProfiles(CountingKeys(node, Nvidia()), {{"1g.10gb", 17},
+                                                {"1g.20gb", 10},
+                                                {"2g.20gb", 7},
+                                                {"3g.40gb", 6},
+                                                {"4g.40gb", 2},
+                                                {"7g.80gb", 2}});
 }
 
 TEST(WorkedExamples, GenericCpuPool) {
   EXPECT_EQ(CpuView({{16, 0}, {4, 0}, {4, 0}, {48, 0}}), (ResourceView{48, 72, 72}));
   EXPECT_EQ(CpuView({{16, 0}, {4, 0}, {48, 0}}).remaining, 68);
-  EXPECT_EQ(CpuView({{16, 20}, {48, 8}}), (ResourceView{40, 40, 64})) << "over-requested clamps at 0";
+  EXPECT_EQ(CpuView({{16, 20}, {48, 8}}), (ResourceView{40, 40, 64}))
+      << "over-requested clamps at 0";
 }
 
 TEST(WorkedExamples, FitLabelsFollowTheFreestCards) {

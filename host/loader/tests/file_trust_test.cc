@@ -61,8 +61,8 @@ TEST(FileTrust, AWritableAncestorDirectoryIsRefused) {
 }
 
 TEST(FileTrust, ChecksTheRealFile) {
-  const auto file = std::filesystem::temp_directory_path() /
-                    ("gpustack-trust-" + std::to_string(::getpid()));
+  const auto file =
+      std::filesystem::temp_directory_path() / ("gpustack-trust-" + std::to_string(::getpid()));
   std::ofstream(file) << "x";
   std::filesystem::permissions(file, std::filesystem::perms(0644));
   EXPECT_TRUE(CheckTrusted(file, ::geteuid()));

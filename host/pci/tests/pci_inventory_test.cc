@@ -14,8 +14,9 @@ namespace fs = std::filesystem;
 // A sysfs tree in a temporary directory, with libpci's file layout.
 class FakeSysfs {
  public:
-  FakeSysfs() : root_(fs::temp_directory_path() / ("gpustack-pci-" + std::to_string(::getpid()) +
-                                                   "-" + std::to_string(counter_++))) {
+  FakeSysfs()
+      : root_(fs::temp_directory_path() /
+              ("gpustack-pci-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(root_ / "bus/pci/devices");
   }
   ~FakeSysfs() { fs::remove_all(root_); }
@@ -35,7 +36,9 @@ class FakeSysfs {
   std::string root() const { return root_.string(); }
   fs::path path() const { return root_; }
 
-  static void Write(const fs::path& file, const std::string& text) { std::ofstream(file) << text << "\n"; }
+  static void Write(const fs::path& file, const std::string& text) {
+    std::ofstream(file) << text << "\n";
+  }
 
  private:
   static inline int counter_ = 0;

@@ -1,7 +1,8 @@
 // The AMD plugin (amd.com/gpu).
 //
 // It identifies itself; discovery, slicing and metrics through
-// amdsmi (libamd_smi.so) or rocm_smi (librocm_smi64.so) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// amdsmi (libamd_smi.so) or rocm_smi (librocm_smi64.so) are not implemented yet and answer
+// UNIMPLEMENTED (see README.md).
 #include <gpustack/plugin.hpp>
 
 namespace {

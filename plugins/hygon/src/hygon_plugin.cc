@@ -1,7 +1,8 @@
 // The Hygon plugin (hygon.com/dcu).
 //
 // It identifies itself; discovery, slicing and metrics through
-// Hygon's rocm_smi (librocm_smi64.so) and libhydmi_mig.so are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// Hygon's rocm_smi (librocm_smi64.so) and libhydmi_mig.so are not implemented yet and answer
+// UNIMPLEMENTED (see README.md).
 #include <gpustack/plugin.hpp>
 
 namespace {

@@ -15,7 +15,8 @@ class NvidiaPlugin final : public gpustack::sdk::Plugin {
         .base_resource_name = "nvidia.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x10de},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
         .partition_kind = "mig",
     };
     return identity;

@@ -1,7 +1,8 @@
 // The T-Head plugin (alibabacloud.com/ppu).
 //
 // It identifies itself; discovery, slicing, partitions and metrics through
-// HGML (libhgml.so, after libuki.so) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// HGML (libhgml.so, after libuki.so) are not implemented yet and answer UNIMPLEMENTED (see
+// README.md).
 #include <gpustack/plugin.hpp>
 
 namespace {
@@ -15,7 +16,8 @@ class TheadPlugin final : public gpustack::sdk::Plugin {
         .base_resource_name = "alibabacloud.com/ppu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1ded},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
         .partition_kind = "mig",
     };
     return identity;

@@ -36,8 +36,9 @@ class ExamplePlugin final : public gpustack::sdk::Plugin {
     if (auto text = host_.Config("devices")) {
       auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), devices_);
       if (ec != std::errc() || end != text->data() + text->size() || devices_ > 64) {
-        throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
-                    "setting \"devices\" must be a count from 0 to 64, got \"" + std::string(*text) + "\"");
+        throw Error(
+            GPUSTACK_STATUS_INVALID_ARGUMENT,
+            "setting \"devices\" must be a count from 0 to 64, got \"" + std::string(*text) + "\"");
       }
     }
     if (host_.LogEnabled(GPUSTACK_LOG_INFO)) {
@@ -63,7 +64,8 @@ class ExamplePlugin final : public gpustack::sdk::Plugin {
   }
 
   void Grant(const gpustack::sdk::Grant& grant, gpustack::sdk::ContainerEditSink& sink) override {
-    if (grant.accelerator_ids.empty()) throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "no accelerator granted");
+    if (grant.accelerator_ids.empty())
+      throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "no accelerator granted");
     std::string visible;
     for (const std::string& id : grant.accelerator_ids) {
       Index(id);  // throws NOT_FOUND for a card that does not exist
@@ -71,8 +73,10 @@ class ExamplePlugin final : public gpustack::sdk::Plugin {
     }
     sink.Env("EXAMPLE_VISIBLE_DEVICES", visible);
     if (grant.mode == GPUSTACK_GRANT_SLICED) {
-      if (grant.memory_limit_mib == 0 || grant.cores_percentage == 0 || grant.cores_percentage > 100) {
-        throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "a slice needs a VRAM budget and 1..100 % compute");
+      if (grant.memory_limit_mib == 0 || grant.cores_percentage == 0 ||
+          grant.cores_percentage > 100) {
+        throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                    "a slice needs a VRAM budget and 1..100 % compute");
       }
       sink.Env("EXAMPLE_MEMORY_LIMIT_MIB", std::to_string(grant.memory_limit_mib));
       sink.Env("EXAMPLE_CORES_PERCENTAGE", std::to_string(grant.cores_percentage));

@@ -187,10 +187,10 @@ typedef struct gpustack_plugin_instance gpustack_plugin_instance;
 typedef struct gpustack_pci_device {
   size_t struct_size;
   const void* next;
-  gpustack_str bus_id;     /* "0000:3b:00.0" (domain:bus:device.function, lowercase hex) */
-  uint16_t vendor_id;      /* 0x10de */
-  uint16_t device_id;      /* 0x2335 */
-  uint32_t class_code;     /* 24-bit base class, subclass, prog-if: 0x030200 */
+  gpustack_str bus_id; /* "0000:3b:00.0" (domain:bus:device.function, lowercase hex) */
+  uint16_t vendor_id;  /* 0x10de */
+  uint16_t device_id;  /* 0x2335 */
+  uint32_t class_code; /* 24-bit base class, subclass, prog-if: 0x030200 */
   uint16_t subsystem_vendor_id;
   uint16_t subsystem_device_id;
   int32_t numa_node;       /* -1 when the platform does not say */
@@ -230,12 +230,12 @@ typedef struct gpustack_plugin_api gpustack_plugin_api;
 
 typedef struct gpustack_negotiate_args {
   size_t struct_size;
-  void* next; /* host-allocated: the plugin may fill chained output structs */
-  uint32_t host_abi_major;         /* in */
-  uint32_t host_abi_minor;         /* in */
-  uint32_t plugin_abi_major;       /* out: always set, also when refusing */
-  uint32_t plugin_abi_minor;       /* out: always set, also when refusing */
-  const gpustack_plugin_api* api;  /* out: static table, NULL when refusing */
+  void* next;                     /* host-allocated: the plugin may fill chained output structs */
+  uint32_t host_abi_major;        /* in */
+  uint32_t host_abi_minor;        /* in */
+  uint32_t plugin_abi_major;      /* out: always set, also when refusing */
+  uint32_t plugin_abi_minor;      /* out: always set, also when refusing */
+  const gpustack_plugin_api* api; /* out: static table, NULL when refusing */
 } gpustack_negotiate_args;
 #define GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_negotiate_args, api)
 
@@ -243,15 +243,15 @@ typedef struct gpustack_negotiate_args {
  * fields that fit. Strings and arrays are static (valid while the library is loaded). */
 typedef struct gpustack_plugin_identity {
   size_t struct_size;
-  void* next; /* host-allocated: the plugin may fill chained output structs */
-  gpustack_str manufacturer;        /* key: "nvidia" ([a-z0-9-], the manifest's name) */
-  gpustack_str display_name;        /* "NVIDIA" */
-  gpustack_str base_resource_name;  /* "nvidia.com/gpu" */
-  gpustack_str plugin_version;      /* the plugin's own version, e.g. "0.1.0" */
-  const uint16_t* pci_vendor_ids;   /* the PCI vendor IDs whose devices this plugin drives */
+  void* next;                      /* host-allocated: the plugin may fill chained output structs */
+  gpustack_str manufacturer;       /* key: "nvidia" ([a-z0-9-], the manifest's name) */
+  gpustack_str display_name;       /* "NVIDIA" */
+  gpustack_str base_resource_name; /* "nvidia.com/gpu" */
+  gpustack_str plugin_version;     /* the plugin's own version, e.g. "0.1.0" */
+  const uint16_t* pci_vendor_ids;  /* the PCI vendor IDs whose devices this plugin drives */
   size_t pci_vendor_id_count;
   gpustack_capabilities capabilities;
-  gpustack_str partition_kind;      /* "mig" when GPUSTACK_CAP_PARTITIONING is set, else empty */
+  gpustack_str partition_kind; /* "mig" when GPUSTACK_CAP_PARTITIONING is set, else empty */
 } gpustack_plugin_identity;
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, partition_kind)
@@ -269,7 +269,8 @@ typedef struct gpustack_init_args {
   const gpustack_pci_device* const* pci_devices;
   size_t pci_device_count;
 } gpustack_init_args;
-#define GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_init_args, pci_device_count)
+#define GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0 \
+  GPUSTACK_STRUCT_SIZE(gpustack_init_args, pci_device_count)
 
 /* ============================================================================================
  * Discovery
@@ -288,7 +289,7 @@ enum {
   GPUSTACK_PARTITION_MODE_UNSUPPORTED = 0, /* the device cannot be partitioned */
   GPUSTACK_PARTITION_MODE_DISABLED = 1,    /* it can, but the administrator has not enabled it */
   GPUSTACK_PARTITION_MODE_ENABLED = 2,     /* partition mode is on: only partitions are offered */
-  GPUSTACK_PARTITION_MODE_PENDING = 3,     /* a mode change waits for a reset; treated as DISABLED */
+  GPUSTACK_PARTITION_MODE_PENDING = 3, /* a mode change waits for a reset; treated as DISABLED */
   GPUSTACK_PARTITION_MODE_MAX_ENUM = 0x7FFFFFFF
 };
 
@@ -301,11 +302,11 @@ typedef struct gpustack_placement {
 typedef struct gpustack_partition_profile {
   size_t struct_size;
   const void* next;
-  gpustack_str name;        /* resource-name segment: "3g.40gb" */
+  gpustack_str name; /* resource-name segment: "3g.40gb" */
   uint64_t memory_mib;
   uint32_t compute_slices;
   uint32_t memory_slices;
-  uint32_t max_count;       /* most instances of this profile on one empty card */
+  uint32_t max_count;                   /* most instances of this profile on one empty card */
   const gpustack_placement* placements; /* every legal placement on an empty card */
   size_t placement_count;
 } gpustack_partition_profile;
@@ -315,20 +316,20 @@ typedef struct gpustack_partition_profile {
 typedef struct gpustack_accelerator {
   size_t struct_size;
   const void* next;
-  gpustack_str id;                    /* globally unique (UUID), never the PCI bus id */
-  uint32_t index;                     /* the plugin's 0-based enumeration order on this node */
-  const uint32_t* physical_indexes;   /* vendor device numbers (minor, physical id, ...) */
+  gpustack_str id;                  /* globally unique (UUID), never the PCI bus id */
+  uint32_t index;                   /* the plugin's 0-based enumeration order on this node */
+  const uint32_t* physical_indexes; /* vendor device numbers (minor, physical id, ...) */
   size_t physical_index_count;
-  uint64_t memory_mib;                /* driver-reported VRAM of this card */
+  uint64_t memory_mib; /* driver-reported VRAM of this card */
   /* Topology. */
-  gpustack_str pci_bus_id;            /* "0000:3b:00.0"; matches gpustack_pci_device.bus_id */
-  gpustack_str pci_root_id;           /* the root port / complex, e.g. "0000:3a:00.0" */
-  uint32_t pci_class;                 /* 24-bit class code, 0 when unknown */
-  int32_t numa_affinity;              /* -1 when unknown */
-  gpustack_str cpu_affinity;          /* cpulist, e.g. "0-23,48-71"; empty when unknown */
+  gpustack_str pci_bus_id;   /* "0000:3b:00.0"; matches gpustack_pci_device.bus_id */
+  gpustack_str pci_root_id;  /* the root port / complex, e.g. "0000:3a:00.0" */
+  uint32_t pci_class;        /* 24-bit class code, 0 when unknown */
+  int32_t numa_affinity;     /* -1 when unknown */
+  gpustack_str cpu_affinity; /* cpulist, e.g. "0-23,48-71"; empty when unknown */
   /* Health. */
   gpustack_health health;
-  gpustack_str health_reason;         /* why unhealthy; empty otherwise */
+  gpustack_str health_reason; /* why unhealthy; empty otherwise */
   /* Logical slicing (software): 0 means the card offers no logical slices. */
   uint32_t logical_slice_count;
   int32_t cores_percentage_overcommit; /* non-zero: compute budgets may add up past 100 % */
@@ -344,13 +345,13 @@ typedef struct gpustack_accelerator {
 typedef struct gpustack_accelerator_group {
   size_t struct_size;
   const void* next;
-  gpustack_str product;               /* "NVIDIA A10G", as the driver names it */
-  gpustack_str family;                /* "Ampere"; empty when unknown */
-  uint64_t memory_mib;                /* per-card VRAM of the model */
-  uint64_t cores;                     /* compute cores per card (CUDA cores, AI cores, CUs) */
-  gpustack_str driver_version;        /* "580.159.03"; empty when unknown */
-  gpustack_str runtime_version;       /* "13.0" (CUDA, CANN, ROCm ...); empty when unknown */
-  gpustack_str compute_capability;    /* "8.6"; empty when unknown */
+  gpustack_str product;            /* "NVIDIA A10G", as the driver names it */
+  gpustack_str family;             /* "Ampere"; empty when unknown */
+  uint64_t memory_mib;             /* per-card VRAM of the model */
+  uint64_t cores;                  /* compute cores per card (CUDA cores, AI cores, CUs) */
+  gpustack_str driver_version;     /* "580.159.03"; empty when unknown */
+  gpustack_str runtime_version;    /* "13.0" (CUDA, CANN, ROCm ...); empty when unknown */
+  gpustack_str compute_capability; /* "8.6"; empty when unknown */
   const gpustack_accelerator* const* accelerators;
   size_t accelerator_count;
 } gpustack_accelerator_group;
@@ -427,12 +428,12 @@ typedef struct gpustack_grant_args {
   gpustack_str pod_uid;
   gpustack_str container_name;
   gpustack_grant_mode mode;
-  const gpustack_str* accelerator_ids;     /* the cards granted (exactly 1 unless EXCLUSIVE) */
+  const gpustack_str* accelerator_ids; /* the cards granted (exactly 1 unless EXCLUSIVE) */
   size_t accelerator_id_count;
-  uint64_t memory_limit_mib;               /* SLICED: the VRAM budget; 0 otherwise */
-  uint32_t cores_percentage;               /* SLICED: the compute budget, 1..100; 0 otherwise */
-  gpustack_str partition_id;               /* PARTITIONED: the instance, as create_partition
-                                              reported it; empty otherwise */
+  uint64_t memory_limit_mib; /* SLICED: the VRAM budget; 0 otherwise */
+  uint32_t cores_percentage; /* SLICED: the compute budget, 1..100; 0 otherwise */
+  gpustack_str partition_id; /* PARTITIONED: the instance, as create_partition
+                                reported it; empty otherwise */
   const gpustack_container_edit_sink* sink;
 } gpustack_grant_args;
 #define GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_grant_args, sink)
@@ -444,11 +445,11 @@ typedef struct gpustack_grant_args {
 typedef struct gpustack_partition {
   size_t struct_size;
   const void* next;
-  gpustack_str accelerator_id;  /* the parent card */
-  gpustack_str id;              /* the instance's own id (e.g. "MIG-<uuid>") */
-  gpustack_str profile;         /* "3g.40gb" */
+  gpustack_str accelerator_id; /* the parent card */
+  gpustack_str id;             /* the instance's own id (e.g. "MIG-<uuid>") */
+  gpustack_str profile;        /* "3g.40gb" */
   gpustack_placement placement;
-  gpustack_str owner;           /* the ownership tag given at creation; empty = not ours */
+  gpustack_str owner; /* the ownership tag given at creation; empty = not ours */
 } gpustack_partition;
 #define GPUSTACK_PARTITION_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_partition, owner)
 
@@ -464,7 +465,7 @@ typedef struct gpustack_partition_sink {
 typedef struct gpustack_list_partitions_args {
   size_t struct_size;
   const void* next;
-  gpustack_str accelerator_id;  /* empty: every card */
+  gpustack_str accelerator_id; /* empty: every card */
   const gpustack_partition_sink* sink;
 } gpustack_list_partitions_args;
 #define GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0 \
@@ -513,7 +514,7 @@ typedef struct gpustack_device_sample {
   size_t struct_size;
   const void* next;
   gpustack_str accelerator_id;
-  uint64_t timestamp_ns;                         /* host monotonic clock */
+  uint64_t timestamp_ns; /* host monotonic clock */
   gpustack_measurement memory_total_mib;
   gpustack_measurement memory_used_mib;
   gpustack_measurement memory_utilization_percent;
@@ -530,8 +531,8 @@ typedef struct gpustack_process_sample {
   size_t struct_size;
   const void* next;
   gpustack_str accelerator_id;
-  gpustack_str partition_id;                     /* when the process runs in a partition */
-  uint32_t pid;                                  /* in the host's PID namespace */
+  gpustack_str partition_id; /* when the process runs in a partition */
+  uint32_t pid;              /* in the host's PID namespace */
   gpustack_measurement memory_used_mib;
   gpustack_measurement cores_utilization_percent;
 } gpustack_process_sample;
@@ -551,9 +552,9 @@ typedef struct gpustack_metrics_sink {
 typedef struct gpustack_sample_metrics_args {
   size_t struct_size;
   const void* next;
-  const gpustack_str* accelerator_ids;  /* the cards to sample; count 0 = every card */
+  const gpustack_str* accelerator_ids; /* the cards to sample; count 0 = every card */
   size_t accelerator_id_count;
-  int32_t include_processes;            /* non-zero: also per-process samples (if capable) */
+  int32_t include_processes; /* non-zero: also per-process samples (if capable) */
   const gpustack_metrics_sink* sink;
 } gpustack_sample_metrics_args;
 #define GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0 \
@@ -568,7 +569,7 @@ typedef struct gpustack_health_event {
   const void* next;
   gpustack_str accelerator_id;
   gpustack_health health;
-  gpustack_str reason;  /* e.g. "XID 79: GPU has fallen off the bus" */
+  gpustack_str reason; /* e.g. "XID 79: GPU has fallen off the bus" */
 } gpustack_health_event;
 #define GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_health_event, reason)
 
@@ -583,7 +584,7 @@ typedef struct gpustack_health_sink {
 typedef struct gpustack_poll_health_args {
   size_t struct_size;
   const void* next;
-  uint32_t timeout_ms;  /* wait at most this long for an event; 0 = do not wait */
+  uint32_t timeout_ms; /* wait at most this long for an event; 0 = do not wait */
   const gpustack_health_sink* sink;
 } gpustack_poll_health_args;
 #define GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0 \
@@ -598,7 +599,7 @@ typedef struct gpustack_poll_health_args {
 struct gpustack_plugin_api {
   size_t struct_size;
   const void* next;
-  uint32_t abi_major;  /* the version the plugin was compiled against */
+  uint32_t abi_major; /* the version the plugin was compiled against */
   uint32_t abi_minor;
 
   /* The message of the last non-OK status this plugin returned on the calling thread; empty if

@@ -69,11 +69,10 @@ T ReadStruct(const T* src, size_t min_size, const char* what) {
   T local;
   if (!CopyPrefix(src, min_size, &local)) {
     throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
-                src == nullptr ? std::string(what) + " is NULL"
-                               : std::string(what) + ".struct_size " +
-                                     std::to_string(src->struct_size) +
-                                     " is smaller than the ABI 1.0 minimum " +
-                                     std::to_string(min_size));
+                src == nullptr
+                    ? std::string(what) + " is NULL"
+                    : std::string(what) + ".struct_size " + std::to_string(src->struct_size) +
+                          " is smaller than the ABI 1.0 minimum " + std::to_string(min_size));
   }
   return local;
 }
@@ -167,8 +166,7 @@ class Host {
   void Log(gpustack_log_level level, std::string_view message,
            std::source_location where = std::source_location::current()) const {
     if (services_.log != nullptr) {
-      services_.log(services_.host_data, level, Str(message), Str(where.file_name()),
-                    where.line());
+      services_.log(services_.host_data, level, Str(message), Str(where.file_name()), where.line());
     }
   }
   uint64_t NowNs() const {
@@ -210,18 +208,31 @@ class DiscoverySink {
     for (size_t i = 0; i < group.accelerators.size(); ++i) {
       const Accelerator& a = group.accelerators[i];
       for (const PartitionProfile& p : a.partition_profiles) {
-        profiles[i].push_back(gpustack_partition_profile{
-            sizeof(gpustack_partition_profile), nullptr, Str(p.name), p.memory_mib,
-            p.compute_slices, p.memory_slices, p.max_count, p.placements.data(),
-            p.placements.size()});
+        profiles[i].push_back(
+            gpustack_partition_profile{sizeof(gpustack_partition_profile), nullptr, Str(p.name),
+                                       p.memory_mib, p.compute_slices, p.memory_slices, p.max_count,
+                                       p.placements.data(), p.placements.size()});
       }
       for (const gpustack_partition_profile& p : profiles[i]) profile_ptrs[i].push_back(&p);
-      accelerators[i] = gpustack_accelerator{
-          sizeof(gpustack_accelerator), nullptr, Str(a.id), a.index, a.physical_indexes.data(),
-          a.physical_indexes.size(), a.memory_mib, Str(a.pci_bus_id), Str(a.pci_root_id),
-          a.pci_class, a.numa_affinity, Str(a.cpu_affinity), a.health, Str(a.health_reason),
-          a.logical_slice_count, a.cores_percentage_overcommit ? 1 : 0, a.partition_mode,
-          profile_ptrs[i].data(), profile_ptrs[i].size()};
+      accelerators[i] = gpustack_accelerator{sizeof(gpustack_accelerator),
+                                             nullptr,
+                                             Str(a.id),
+                                             a.index,
+                                             a.physical_indexes.data(),
+                                             a.physical_indexes.size(),
+                                             a.memory_mib,
+                                             Str(a.pci_bus_id),
+                                             Str(a.pci_root_id),
+                                             a.pci_class,
+                                             a.numa_affinity,
+                                             Str(a.cpu_affinity),
+                                             a.health,
+                                             Str(a.health_reason),
+                                             a.logical_slice_count,
+                                             a.cores_percentage_overcommit ? 1 : 0,
+                                             a.partition_mode,
+                                             profile_ptrs[i].data(),
+                                             profile_ptrs[i].size()};
       accelerator_ptrs.push_back(&accelerators[i]);
     }
     const gpustack_accelerator_group c{sizeof(gpustack_accelerator_group),
@@ -270,8 +281,12 @@ class PartitionSink {
  public:
   explicit PartitionSink(const gpustack_partition_sink& sink) : sink_(sink) {}
   void Add(const Partition& p) {
-    const gpustack_partition c{sizeof(gpustack_partition), nullptr,     Str(p.accelerator_id),
-                               Str(p.id),                  Str(p.profile), p.placement,
+    const gpustack_partition c{sizeof(gpustack_partition),
+                               nullptr,
+                               Str(p.accelerator_id),
+                               Str(p.id),
+                               Str(p.profile),
+                               p.placement,
                                Str(p.owner)};
     detail::CheckSink(sink_.add_partition(sink_.host_data, &c), "partition");
   }
@@ -302,9 +317,12 @@ class MetricsSink {
     if (sink_.add_process_sample == nullptr) {
       throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "metrics sink takes no process samples");
     }
-    const gpustack_process_sample c{sizeof(gpustack_process_sample), nullptr,
-                                    Str(s.accelerator_id),           Str(s.partition_id),
-                                    s.pid,                           ToC(s.memory_used_mib),
+    const gpustack_process_sample c{sizeof(gpustack_process_sample),
+                                    nullptr,
+                                    Str(s.accelerator_id),
+                                    Str(s.partition_id),
+                                    s.pid,
+                                    ToC(s.memory_used_mib),
                                     ToC(s.cores_utilization_percent)};
     detail::CheckSink(sink_.add_process_sample(sink_.host_data, &c), "process sample");
   }
@@ -352,7 +370,8 @@ class Plugin {
 
  protected:
   [[noreturn]] static void Unimplemented(const char* hook) {
-    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, std::string(hook) + " is not implemented by this plugin");
+    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED,
+                std::string(hook) + " is not implemented by this plugin");
   }
 };
 
@@ -403,7 +422,8 @@ class Adapter {
   static gpustack_status Init(const gpustack_init_args* args,
                               gpustack_plugin_instance** instance) noexcept {
     return detail::Guard([&] {
-      if (instance == nullptr) throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "instance out is NULL");
+      if (instance == nullptr)
+        throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT, "instance out is NULL");
       *instance = nullptr;
       const gpustack_init_args local =
           detail::ReadStruct(args, GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0, "init_args");
@@ -419,9 +439,10 @@ class Adapter {
   static gpustack_status Discover(gpustack_plugin_instance* instance,
                                   const gpustack_discover_args* args) noexcept {
     return detail::Guard([&] {
-      const auto a = detail::ReadStruct(args, GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0, "discover_args");
-      DiscoverySink sink(
-          detail::ReadSink(a.sink, GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0, &gpustack_discovery_sink::add_group, "discovery sink"));
+      const auto a =
+          detail::ReadStruct(args, GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0, "discover_args");
+      DiscoverySink sink(detail::ReadSink(a.sink, GPUSTACK_DISCOVERY_SINK_STRUCT_SIZE_V1_0,
+                                          &gpustack_discovery_sink::add_group, "discovery sink"));
       Self(instance)->Discover(sink);
     });
   }
@@ -431,9 +452,15 @@ class Adapter {
     return detail::Guard([&] {
       const auto a = detail::ReadStruct(args, GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0, "grant_args");
       ContainerEditSink sink(detail::ReadSink(a.sink, GPUSTACK_CONTAINER_EDIT_SINK_STRUCT_SIZE_V1_0,
-                                              &gpustack_container_edit_sink::add_edit, "container edit sink"));
-      sdk::Grant grant{std::string(View(a.pod_uid)), std::string(View(a.container_name)), a.mode,
-                       {}, a.memory_limit_mib, a.cores_percentage, std::string(View(a.partition_id))};
+                                              &gpustack_container_edit_sink::add_edit,
+                                              "container edit sink"));
+      sdk::Grant grant{std::string(View(a.pod_uid)),
+                       std::string(View(a.container_name)),
+                       a.mode,
+                       {},
+                       a.memory_limit_mib,
+                       a.cores_percentage,
+                       std::string(View(a.partition_id))};
       for (gpustack_str id :
            detail::HostArray(a.accelerator_ids, a.accelerator_id_count, "accelerator_ids")) {
         grant.accelerator_ids.emplace_back(View(id));
@@ -447,8 +474,9 @@ class Adapter {
     return detail::Guard([&] {
       const auto a = detail::ReadStruct(args, GPUSTACK_LIST_PARTITIONS_ARGS_STRUCT_SIZE_V1_0,
                                         "list_partitions_args");
-      PartitionSink sink(
-          detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0, &gpustack_partition_sink::add_partition, "partition sink"));
+      PartitionSink sink(detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0,
+                                          &gpustack_partition_sink::add_partition,
+                                          "partition sink"));
       Self(instance)->ListPartitions(View(a.accelerator_id), sink);
     });
   }
@@ -458,12 +486,13 @@ class Adapter {
     return detail::Guard([&] {
       const auto a = detail::ReadStruct(args, GPUSTACK_CREATE_PARTITION_ARGS_STRUCT_SIZE_V1_0,
                                         "create_partition_args");
-      PartitionSink sink(
-          detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0, &gpustack_partition_sink::add_partition, "partition sink"));
-      Self(instance)->CreatePartition({std::string(View(a.accelerator_id)),
-                                       std::string(View(a.profile)), a.placement,
-                                       std::string(View(a.owner))},
-                                      sink);
+      PartitionSink sink(detail::ReadSink(a.sink, GPUSTACK_PARTITION_SINK_STRUCT_SIZE_V1_0,
+                                          &gpustack_partition_sink::add_partition,
+                                          "partition sink"));
+      Self(instance)->CreatePartition(
+          {std::string(View(a.accelerator_id)), std::string(View(a.profile)), a.placement,
+           std::string(View(a.owner))},
+          sink);
     });
   }
 
@@ -483,8 +512,8 @@ class Adapter {
     return detail::Guard([&] {
       const auto a = detail::ReadStruct(args, GPUSTACK_SAMPLE_METRICS_ARGS_STRUCT_SIZE_V1_0,
                                         "sample_metrics_args");
-      MetricsSink sink(
-          detail::ReadSink(a.sink, GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0, &gpustack_metrics_sink::add_device_sample, "metrics sink"));
+      MetricsSink sink(detail::ReadSink(a.sink, GPUSTACK_METRICS_SINK_STRUCT_SIZE_V1_0,
+                                        &gpustack_metrics_sink::add_device_sample, "metrics sink"));
       MetricsRequest request;
       request.include_processes = a.include_processes != 0;
       for (gpustack_str id :
@@ -498,29 +527,38 @@ class Adapter {
   static gpustack_status PollHealthEvents(gpustack_plugin_instance* instance,
                                           const gpustack_poll_health_args* args) noexcept {
     return detail::Guard([&] {
-      const auto a = detail::ReadStruct(args, GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0,
-                                        "poll_health_args");
-      HealthSink sink(
-          detail::ReadSink(a.sink, GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0, &gpustack_health_sink::add_event, "health sink"));
+      const auto a =
+          detail::ReadStruct(args, GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0, "poll_health_args");
+      HealthSink sink(detail::ReadSink(a.sink, GPUSTACK_HEALTH_SINK_STRUCT_SIZE_V1_0,
+                                       &gpustack_health_sink::add_event, "health sink"));
       Self(instance)->PollHealthEvents(a.timeout_ms, sink);
     });
   }
 
-  static constexpr gpustack_plugin_api kApi{
-      sizeof(gpustack_plugin_api), nullptr,         GPUSTACK_PLUGIN_ABI_MAJOR,
-      GPUSTACK_PLUGIN_ABI_MINOR,   &LastErrorMessage, &Identify,
-      &Init,                       &Shutdown,       &Discover,
-      &GrantHook,                  &ListPartitions, &CreatePartition,
-      &DestroyPartition,           &SampleMetrics,  &PollHealthEvents};
+  static constexpr gpustack_plugin_api kApi{sizeof(gpustack_plugin_api),
+                                            nullptr,
+                                            GPUSTACK_PLUGIN_ABI_MAJOR,
+                                            GPUSTACK_PLUGIN_ABI_MINOR,
+                                            &LastErrorMessage,
+                                            &Identify,
+                                            &Init,
+                                            &Shutdown,
+                                            &Discover,
+                                            &GrantHook,
+                                            &ListPartitions,
+                                            &CreatePartition,
+                                            &DestroyPartition,
+                                            &SampleMetrics,
+                                            &PollHealthEvents};
 };
 
 }  // namespace gpustack::sdk
 
 // Exports the plugin's one entry symbol for the C++ class Impl.
-#define GPUSTACK_PLUGIN_DEFINE(Impl)                                                         \
-  extern "C" GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(              \
-      gpustack_negotiate_args* args) {                                                       \
-    return ::gpustack::sdk::Adapter<Impl>::Negotiate(args);                                  \
+#define GPUSTACK_PLUGIN_DEFINE(Impl)                                           \
+  extern "C" GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate( \
+      gpustack_negotiate_args* args) {                                         \
+    return ::gpustack::sdk::Adapter<Impl>::Negotiate(args);                    \
   }
 
 #endif  // GPUSTACK_PLUGIN_HPP_

@@ -36,12 +36,24 @@ bool CopyPrefix(const T* src, size_t min_size, T* out) noexcept {
 
 // The name of a status code, for messages. Unknown codes read "STATUS_<n>".
 inline std::string StatusName(gpustack_status code) {
-  static constexpr const char* kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",      "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",  "DATA_LOSS",
-      "UNAUTHENTICATED", "INCOMPATIBLE_VERSION"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED",
+                                           "INCOMPATIBLE_VERSION"};
   if (code >= 0 && static_cast<size_t>(code) < std::size(kNames)) return kNames[code];
   return "STATUS_" + std::to_string(code);
 }
