@@ -377,12 +377,20 @@ bool NodeLedger::Release(const Owner& owner) {
   return true;
 }
 
-void NodeLedger::ReleaseTerminated(const Owner& owner) {
+void NodeLedger::ReleaseTerminated(const Owner& owner,
+                                   const std::vector<std::string>& durable_slice_manufacturers) {
   auto it = allocations_.find(owner);
   if (it == allocations_.end()) return;
   std::vector<Charge>& charges = it->second.charges;
+  auto durable = [&](const Charge& c) {
+    if (c.mode == Mode::kPartitioned) return true;
+    if (c.mode != Mode::kSliced) return false;
+    const std::string& manufacturer = FindCard(c.accelerator_id)->group->manufacturer;
+    return std::find(durable_slice_manufacturers.begin(), durable_slice_manufacturers.end(),
+                     manufacturer) != durable_slice_manufacturers.end();
+  };
   for (auto c = charges.begin(); c != charges.end();) {
-    if (c->mode == Mode::kPartitioned) {
+    if (durable(*c)) {
       ++c;
     } else {
       Apply(*c, -1);

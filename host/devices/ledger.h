@@ -72,8 +72,11 @@ class NodeLedger {
   // Releases what `owner` holds; false when it holds nothing (idempotent).
   bool Release(const Owner& owner);
   // A Pod that Succeeded or Failed gives back exclusive, shared and sliced charges at once;
-  // partitions stay charged until the Pod is deleted (their hardware instance still exists).
-  void ReleaseTerminated(const Owner& owner);
+  // partitions stay charged until the Pod is deleted (their hardware instance still exists), and
+  // so do slices of manufacturers whose slices are driver objects (MetaX sGPU, Cambricon sMLU),
+  // named in `durable_slice_manufacturers`.
+  void ReleaseTerminated(const Owner& owner,
+                         const std::vector<std::string>& durable_slice_manufacturers = {});
 
   DevicesStatus ToStatus() const;
 

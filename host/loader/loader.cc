@@ -3,6 +3,8 @@
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <exception>
 #include <set>
@@ -227,6 +229,12 @@ Result<std::unique_ptr<Plugin>> LoadUnguarded(const Manifest& manifest,
                  boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
     return Error{where + ": cannot be loaded: " + e.what()};
+  }
+  // Pin the library for the life of the process: a plugin's code must never vanish under a thread
+  // or a thread_local destructor it left behind. Loading the same plugin again is then only a
+  // reference count.
+  if (void* pinned = ::dlopen(manifest.library_path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) {
+    ::dlclose(pinned);
   }
   auto& negotiate =
       library.get<gpustack_status(gpustack_negotiate_args*)>(GPUSTACK_PLUGIN_ENTRY_SYMBOL);

@@ -81,7 +81,8 @@ class Plugin {
   Error Missing(const char* hook) const;  // for an optional hook the table leaves NULL
   Status RequireInstance(const char* hook) const;
 
-  // Declared first so it is destroyed last: no plugin code may outlive its library.
+  // Declared first so it is destroyed last. The loader pins every plugin (RTLD_NODELETE), so
+  // closing this handle never unmaps plugin code.
   boost::dll::shared_library library_;
   Manifest manifest_;
   gpustack_plugin_api api_;  // the known prefix of the plugin's table

@@ -124,6 +124,18 @@ TEST(Ledger, TerminatedPodsKeepTheirPartitionsUntilDeleted) {
   EXPECT_TRUE(node.allocations().empty());
 }
 
+TEST(Ledger, DurableSlicesStayChargedUntilDeletion) {
+  DevicesSpec spec{{{"c500", "metax", "MXC500", 65536, 0, "", "", "", "", {Card("MX-0", 0, 16, false)}}}};
+  NodeLedger node("n", spec);
+  Request slice = Sliced(25, 65536, 25);
+  slice.manufacturer = "metax";
+  ASSERT_TRUE(node.Reserve({"p", "c"}, slice));
+  node.ReleaseTerminated({"p", "c"}, {"metax", "cambricon"});
+  EXPECT_EQ(node.cards()[0].allocated, 400000) << "the sGPU still exists until the Pod is deleted";
+  node.ReleaseTerminated({"p", "c"});
+  EXPECT_EQ(node.cards()[0].allocated, 0);
+}
+
 TEST(Ledger, RestoreRefusesWhatWouldOverAdmit) {
   NodeLedger node("n", A10gNode());
   ASSERT_TRUE(node.Reserve({"p1", "c"}, Sliced(70, 24576)));
