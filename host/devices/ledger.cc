@@ -1,6 +1,7 @@
 #include "host/devices/ledger.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace gpustack::devices {
 namespace {
@@ -56,6 +57,20 @@ const Placement* FreePlacement(const CardState& c, const PartitionProfile& profi
   return nullptr;
 }
 
+// A partition charges its share of the card's memory slices, so legal, disjoint placements never
+// add up past one card. (Folding the profile's nominal memory through the driver-reported card
+// memory, as the webhook's Kueue units do, can exceed it: two 3g.40gb on an 81,559 MiB H100.)
+int64_t PartitionCredits(const Accelerator& card, const Placement& placement) {
+  uint64_t slices = 0;
+  for (const PartitionProfile& p : card.profiles) {
+    for (const Placement& pl : p.placements)
+      slices = std::max<uint64_t>(slices, uint64_t{pl.start} + pl.length);
+  }
+  return slices == 0 ? 0
+                     : static_cast<int64_t>(placement.length * static_cast<uint64_t>(kCardCredits) /
+                                            slices);
+}
+
 uint32_t UsedMemorySlices(const CardState& c) {
   uint32_t used = 0;
   for (const auto& p : c.partitions) used += p.second.length;
@@ -106,6 +121,9 @@ uint32_t CardState::AllocatedInstances(const std::string& profile) const {
 
 NodeLedger::NodeLedger(std::string node, DevicesSpec spec)
     : node_(std::move(node)), spec_(std::move(spec)) {
+  // A spec that breaks the ledger's assumptions is a programming error here: JSON input is
+  // checked (with a message) by SpecFromJson first.
+  if (auto valid = ValidateSpec(spec_); !valid) throw std::invalid_argument(valid.error());
   for (const Group& g : spec_.groups) {
     for (const Accelerator& a : g.accelerators) {
       card_index_.emplace(a.id, cards_.size());
@@ -140,6 +158,7 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
   std::vector<const CardState*> eligible;
   for (const CardState& c : cards_) {
     if (c.group->manufacturer != r.manufacturer) continue;
+    if (!r.group_id.empty() && c.group->id != r.group_id) continue;  // units fold per model
     if (const char* reason = Unavailable(c, r.family)) {
       note(c, [&] { return reason; });
       continue;
@@ -233,19 +252,15 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
           note(*c, [&] { return "does not offer " + r.profile; });
         } else if (placement == nullptr) {
           note(*c, [&] { return "no free placement for " + r.profile; });
-        } else if (c->remaining() < r.units) {
-          note(*c, [&] {
-            return std::to_string(c->remaining()) + " credits remaining < " +
-                   std::to_string(r.units);
-          });
         } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
           best = c;  // the most occupied card that fits
           best_placement = placement;
         }
       }
       if (best == nullptr) return nothing([&] { return std::string(" for " + r.profile); });
-      return std::vector<Charge>{
-          {best->card->id, Mode::kPartitioned, r.units, 0, 0, r.profile, *best_placement}};
+      return std::vector<Charge>{{best->card->id, Mode::kPartitioned,
+                                  PartitionCredits(*best->card, *best_placement), 0, 0, r.profile,
+                                  *best_placement}};
     }
   }
   return Error{"unknown family"};
@@ -284,8 +299,11 @@ Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
       if (!c.card->sliceable() || c.slices >= c.card->logical_count) {
         return Error{where + ": no free logical slice slot"};
       }
+      if (charge.cores_percentage == 0 || charge.cores_percentage > 100) {
+        return Error{where + ": a slice's compute budget must be 1..100%"};
+      }
       if (!c.card->cores_percentage_overcommit &&
-          c.cores_percentage + charge.cores_percentage > 100) {
+          int64_t{c.cores_percentage} + charge.cores_percentage > 100) {
         return Error{where + ": compute budgets would exceed 100%"};
       }
       break;
@@ -297,6 +315,11 @@ Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
         return Error{where + ": placement " + std::to_string(charge.placement.start) + "+" +
                      std::to_string(charge.placement.length) + " is not legal for " +
                      charge.profile};
+      }
+      if (charge.credits != PartitionCredits(*c.card, charge.placement)) {
+        return Error{where + ": a " + charge.profile + " partition charges " +
+                     std::to_string(PartitionCredits(*c.card, charge.placement)) +
+                     " credits, not " + std::to_string(charge.credits)};
       }
       for (const auto& used : c.partitions) {
         if (used.second.Overlaps(charge.placement)) {
@@ -316,11 +339,13 @@ void NodeLedger::Apply(const Charge& charge, int sign) {
   c.allocated += sign * charge.credits;
   switch (charge.mode) {
     case Mode::kShared:
-      c.shared_slots += sign * static_cast<int>(charge.shared_slots);
+      c.shared_slots =
+          static_cast<uint32_t>(int64_t{c.shared_slots} + sign * int64_t{charge.shared_slots});
       break;
     case Mode::kSliced:
       c.slices += sign;
-      c.cores_percentage += sign * static_cast<int>(charge.cores_percentage);
+      c.cores_percentage = static_cast<uint32_t>(int64_t{c.cores_percentage} +
+                                                 sign * int64_t{charge.cores_percentage});
       break;
     case Mode::kPartitioned:
       if (sign > 0) {

@@ -165,6 +165,44 @@ SlicedDetail SlicedDetailOf(const Group& group) {
   return detail;
 }
 
+Status ValidateSpec(const DevicesSpec& spec) {
+  std::map<std::string, std::string> seen;  // card id -> where
+  for (size_t gi = 0; gi < spec.groups.size(); ++gi) {
+    const Group& g = spec.groups[gi];
+    for (size_t ai = 0; ai < g.accelerators.size(); ++ai) {
+      const Accelerator& a = g.accelerators[ai];
+      const std::string path =
+          "spec.groups[" + std::to_string(gi) + "].accelerators[" + std::to_string(ai) + "]";
+      if (a.id.empty()) return Error{path + ".id: is required"};
+      if (auto [it, added] = seen.emplace(a.id, path); !added) {
+        return Error{path + ".id: \"" + a.id + "\" is also the id of " + it->second};
+      }
+      for (size_t pi = 0; pi < a.profiles.size(); ++pi) {
+        const PartitionProfile& p = a.profiles[pi];
+        const std::string pp = path + ".status.physicalSliced.profiles[" + std::to_string(pi) + "]";
+        if (p.memory_mib == 0) return Error{pp + ".memoryMib: must be positive"};
+        if (p.placements.empty())
+          return Error{pp + ".placements: a profile needs a legal placement"};
+        for (size_t li = 0; li < p.placements.size(); ++li) {
+          const Placement& pl = p.placements[li];
+          const std::string lp = pp + ".placements[" + std::to_string(li) + "]";
+          if (pl.length == 0 || pl.length != p.memory_slices) {
+            return Error{lp + ".length: must equal the profile's memorySlices (" +
+                         std::to_string(p.memory_slices) + ")"};
+          }
+          if (uint64_t{pl.start} + pl.length > 64) {
+            return Error{lp + ": must lie within 64 memory slices"};
+          }
+          if (li > 0 && p.placements[li - 1].start >= pl.start) {
+            return Error{lp + ".start: placements must be sorted by start, without repeats"};
+          }
+        }
+      }
+    }
+  }
+  return Ok{};
+}
+
 json ToJson(const DevicesSpec& spec) {
   json groups = json::array();
   for (const Group& g : spec.groups) {
@@ -283,8 +321,6 @@ Result<DevicesSpec> SpecFromJson(const json& j) {
                       Placement pl;
                       r.Uint(lj, "start", lp, pl.start, true);
                       r.Uint(lj, "length", lp, pl.length, true);
-                      if (pl.length == 0) r.Fail(lp + ".length", "must be positive");
-                      pl.length = std::max<uint32_t>(pl.length, 1);
                       p.placements.push_back(pl);
                     });
                     a.profiles.push_back(std::move(p));
@@ -296,6 +332,7 @@ Result<DevicesSpec> SpecFromJson(const json& j) {
     spec.groups.push_back(std::move(g));
   });
   if (!r.problem.empty()) return Error{r.problem};
+  if (auto valid = ValidateSpec(spec); !valid) return Error{valid.error()};
   return spec;
 }
 

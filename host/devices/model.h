@@ -150,6 +150,12 @@ struct DevicesStatus {
   bool operator==(const DevicesStatus&) const = default;
 };
 
+// What makes a spec usable by a ledger: unique card ids; partition profiles with memory, one
+// placement length equal to memorySlices, placements inside 64 memory slices and sorted by start.
+// SpecFromJson applies it; a NodeLedger refuses (throws std::invalid_argument on) a spec failing
+// it.
+Status ValidateSpec(const DevicesSpec& spec);
+
 // JSON in the CRD's field names. From* refuse what the CRD schema would refuse, naming the field.
 nlohmann::json ToJson(const DevicesSpec& spec);
 nlohmann::json ToJson(const DevicesStatus& status);

@@ -52,6 +52,26 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
     for (const ResourceKind& kind : kinds) {
       if (key != kind.base && key.rfind(kind.base + ".", 0) != 0) continue;
       const std::string suffix = key.substr(kind.base.size());
+      const std::string profile_prefix = ".partitioned." + kind.partition_kind + "-";
+      std::optional<Family> family;
+      std::string profile;
+      if (suffix.empty()) {
+        family = Family::kExclusive;
+      } else if (suffix == ".shared") {
+        family = Family::kShared;
+      } else if (suffix == ".sliced" || suffix == ".sliced.memory-percentage" ||
+                 suffix == ".sliced.memory-mib" || suffix == ".sliced.cores-percentage") {
+        family = Family::kSliced;
+      } else if (suffix == ".partitioned") {
+        family = Family::kPartitioned;
+      } else if (!kind.partition_kind.empty() && suffix.rfind(profile_prefix, 0) == 0 &&
+                 suffix.size() > profile_prefix.size()) {
+        family = Family::kPartitioned;
+        profile = suffix.substr(profile_prefix.size());
+      }
+      // ".sliced.units"/".partitioned.units" are derived (overwritten); anything else under the
+      // base is not an accelerator family (e.g. the legacy ".sliced.mig-<p>"): neither counts.
+      if (!family) continue;
       if (!keys) {
         keys.emplace();
         keys->kind = &kind;
@@ -61,25 +81,10 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
                      "of one manufacturer, found " +
                      keys->kind->base + " and " + kind.base};
       }
-      const std::string profile_prefix = ".partitioned." + kind.partition_kind + "-";
-      if (suffix.empty()) {
-        keys->families.insert(Family::kExclusive);
-      } else if (suffix == ".shared") {
-        keys->families.insert(Family::kShared);
-      } else if (suffix == ".sliced" || suffix == ".sliced.memory-percentage" ||
-                 suffix == ".sliced.memory-mib" || suffix == ".sliced.cores-percentage") {
-        keys->families.insert(Family::kSliced);
-      } else if (suffix == ".partitioned") {
-        keys->families.insert(Family::kPartitioned);
-      } else if (!kind.partition_kind.empty() && suffix.rfind(profile_prefix, 0) == 0 &&
-                 suffix.size() > profile_prefix.size()) {
-        keys->families.insert(Family::kPartitioned);
-        keys->profiles.push_back(suffix.substr(profile_prefix.size()));
-        keys->profile_values[keys->profiles.back()] = value;
-        continue;
-      } else {
-        // ".sliced.units"/".partitioned.units" are derived (overwritten); anything else under the
-        // base is not an accelerator family (e.g. the legacy ".sliced.mig-<p>").
+      keys->families.insert(*family);
+      if (!profile.empty()) {
+        keys->profiles.push_back(profile);
+        keys->profile_values[profile] = value;
         continue;
       }
       keys->values[suffix] = value;

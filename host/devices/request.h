@@ -30,6 +30,7 @@ struct ResourceKind {
 struct Request {
   std::string manufacturer;
   std::string base;
+  std::string group_id;  // the pool's card model ("a10g"); empty = any model of the manufacturer
   Family family = Family::kExclusive;
   uint32_t count = 1;               // exclusive: cards; shared: slots of one card (1..10); else 1
   uint32_t memory_percentage = 0;   // sliced, when given

@@ -16,9 +16,11 @@ uint32_t FreeSlots(const CardState& c) {
 int64_t FreePercent(const CardState& c) {
   return Usable(c, Mode::kSliced) ? c.remaining() / kCreditsPerPercent : 0;
 }
+// Whether the card can take another slice: the same limits Fit applies (mode, slot, credits,
+// compute without overcommit), so the views never promise what Fit refuses.
 bool CanSlice(const CardState& c) {
   return c.card->sliceable() && Usable(c, Mode::kSliced) && c.slices < c.card->logical_count &&
-         c.remaining() > 0;
+         c.remaining() > 0 && (c.card->cores_percentage_overcommit || c.cores_percentage < 100);
 }
 uint32_t MaxRemainingInstances(const CardState& c) {
   if (c.card->unhealthy) return 0;

@@ -233,7 +233,8 @@ Result<std::unique_ptr<Plugin>> LoadUnguarded(const Manifest& manifest,
   // Pin the library for the life of the process: a plugin's code must never vanish under a thread
   // or a thread_local destructor it left behind. Loading the same plugin again is then only a
   // reference count.
-  if (void* pinned = ::dlopen(manifest.library_path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) {
+  if (void* pinned =
+          ::dlopen(manifest.library_path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) {
     ::dlclose(pinned);
   }
   auto& negotiate =

@@ -16,7 +16,8 @@ namespace {
 using namespace gpustack::devices;
 
 DevicesSpec EightH100(int partitioned) {
-  Group g{"h100-80gb-hbm3", "nvidia", "NVIDIA H100 80GB HBM3", 81920, 16896, "", "", "9.0", "Hopper", {}};
+  Group g{"h100-80gb-hbm3", "nvidia", "NVIDIA H100 80GB HBM3", 81920, 16896, "", "", "9.0",
+          "Hopper",         {}};
   const PartitionTable* table = FindPartitionTable("nvidia", g.name);
   for (uint32_t i = 0; i < 8; ++i) {
     Accelerator a;
@@ -53,7 +54,8 @@ void Must(const gpustack::Result<Allocation>& reserved) {
 // A node of 8 cards, 3 partitioned, with a few slices and a partition already placed.
 std::unique_ptr<NodeLedger> BusyNode(const std::string& name) {
   auto node = std::make_unique<NodeLedger>(name, EightH100(3));
-  for (int i = 0; i < 6; ++i) Must(node->Reserve({name + "-s" + std::to_string(i), "c"}, Slice(30)));
+  for (int i = 0; i < 6; ++i)
+    Must(node->Reserve({name + "-s" + std::to_string(i), "c"}, Slice(30)));
   Request mig;
   mig.manufacturer = "nvidia";
   mig.family = Family::kPartitioned;
@@ -93,7 +95,8 @@ void BM_ChooseNodeAmong1000(benchmark::State& state) {
     nodes.push_back(BusyNode("n" + std::to_string(i)));
     if (i < 999) {
       // Fill the free whole cards (the 3 sliced and 3 partitioned ones stay as they are).
-      for (int j = 0; j < 3; ++j) Must(nodes.back()->Reserve({"w" + std::to_string(j), "c"}, whole));
+      for (int j = 0; j < 3; ++j)
+        Must(nodes.back()->Reserve({"w" + std::to_string(j), "c"}, whole));
     }
     view.push_back(nodes.back().get());
   }

@@ -1,6 +1,8 @@
 // Fit, reserve and release on one node: packing, explanations, idempotence, restore.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "host/devices/tests/fixtures.h"
 #include "host/devices/views.h"
 
@@ -125,7 +127,8 @@ TEST(Ledger, TerminatedPodsKeepTheirPartitionsUntilDeleted) {
 }
 
 TEST(Ledger, DurableSlicesStayChargedUntilDeletion) {
-  DevicesSpec spec{{{"c500", "metax", "MXC500", 65536, 0, "", "", "", "", {Card("MX-0", 0, 16, false)}}}};
+  DevicesSpec spec{
+      {{"c500", "metax", "MXC500", 65536, 0, "", "", "", "", {Card("MX-0", 0, 16, false)}}}};
   NodeLedger node("n", spec);
   Request slice = Sliced(25, 65536, 25);
   slice.manufacturer = "metax";
@@ -212,6 +215,96 @@ TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
   auto many = FitOnNodes(all, Sliced(50, 24576));
   ASSERT_FALSE(many);
   EXPECT_NE(many.error().find("| and 3 more node(s)"), std::string::npos) << many.error();
+}
+
+}  // namespace
+}  // namespace gpustack::devices
+
+namespace gpustack::devices {
+namespace {
+
+using namespace testing;
+
+// Regressions from review.
+TEST(LedgerReview, DuplicateCardIdsAreRefused) {
+  DevicesSpec spec = T4Node(2, "GPU-");
+  spec.groups[0].accelerators[1].id = "GPU-0";
+  EXPECT_THROW(NodeLedger("n", spec), std::invalid_argument);
+  auto parsed = SpecFromJson(ToJson(spec));
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.error(),
+            "spec.groups[0].accelerators[1].id: \"GPU-0\" is also the id of "
+            "spec.groups[0].accelerators[0]");
+}
+
+TEST(LedgerReview, PartitionsChargeTheirSliceShareSoEveryLegalLayoutFits) {
+  DevicesSpec spec = H100Node(1);
+  spec.groups[0].memory = 81559;  // what the driver reports, less than the nominal 80 GiB
+  NodeLedger node("n", spec);
+  const Request mig = Partition("3g.40gb", 40960, 81559);
+  EXPECT_EQ(mig.units, 803540) << "the webhook's Kueue units fold through the reported memory";
+  auto first = node.Reserve({"a", "c"}, mig);
+  auto second = node.Reserve({"b", "c"}, mig);
+  ASSERT_TRUE(first && second) << (first ? second.error() : first.error());
+  EXPECT_EQ(first->charges[0].credits, 800000);
+  EXPECT_EQ(node.cards()[0].allocated, kCardCredits);
+  Allocation wrong{{"x", "c"},
+                   {{"GPU-h100-0", Mode::kPartitioned, 300000, 0, 0, "1g.10gb", {0, 1}}}};
+  ASSERT_TRUE(node.Release({"a", "c"}));
+  auto refused = node.Restore(wrong);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("a 1g.10gb partition charges 200000 credits, not 300000"),
+            std::string::npos)
+      << refused.error();
+}
+
+TEST(LedgerReview, ViewsNeverPromiseASliceThatComputeRefuses) {
+  DevicesSpec spec{
+      {{"mlu370", "cambricon", "MLU370", 24576, 0, "", "", "", "", {Card("MLU-0", 0, 4, false)}}}};
+  NodeLedger node("n", spec);
+  Request slice = Sliced(10, 24576, 100);
+  slice.manufacturer = "cambricon";
+  ASSERT_TRUE(node.Reserve({"p", "c"}, slice));
+  EXPECT_FALSE(node.Fit(slice));
+  const PoolViews v = ComputePoolViews({&node}, "cambricon", "mlu370");
+  EXPECT_EQ(v.sliced.once_max_request, 0);
+  EXPECT_EQ(FitLabels(node).at("sliced-max-free-units.fit.gpustack.ai/cambricon-mlu370"), 0);
+}
+
+TEST(LedgerReview, ARequestStaysOnItsPoolsModel) {
+  DevicesSpec spec = A10gNode();
+  spec.groups.push_back(T4Node(1, "GPU-t4-").groups[0]);
+  NodeLedger node("n", spec);
+  ASSERT_TRUE(node.Reserve({"p", "c"}, Sliced(10, 16384)));  // no model: lands on the A10G (first)
+  Request t4 = Sliced(50, 16384);
+  t4.group_id = "tesla-t4";
+  auto placed = node.Reserve({"q", "c"}, t4);
+  ASSERT_TRUE(placed) << placed.error();
+  EXPECT_EQ(placed->charges[0].accelerator_id, "GPU-t4-0") << "not packed onto the fuller A10G";
+}
+
+TEST(LedgerReview, BadPartitionGeometryIsRefused) {
+  DevicesSpec spec = H100Node(1);
+  auto& profile = spec.groups[0].accelerators[0].profiles[0];
+  profile.placements = {{1, 1}, {0, 1}};
+  auto unsorted = ValidateSpec(spec);
+  ASSERT_FALSE(unsorted);
+  EXPECT_NE(unsorted.error().find("sorted by start"), std::string::npos);
+  profile.placements = {{4294967295u, 1}};
+  EXPECT_FALSE(ValidateSpec(spec)) << "placements past 64 slices";
+  profile.placements = {{0, 2}};
+  EXPECT_FALSE(ValidateSpec(spec)) << "length differs from memorySlices";
+  profile.placements = {{0, 1}};
+  profile.memory_mib = 0;
+  EXPECT_FALSE(ValidateSpec(spec));
+}
+
+TEST(LedgerReview, RestoreRefusesAnOutOfRangeComputeBudget) {
+  NodeLedger node("n", A10gNode());
+  Allocation bad{{"p", "c"}, {{"GPU-a10g-0", Mode::kSliced, 1000, 0, 0xFFFFFFF0u, {}, {}}}};
+  auto refused = node.Restore(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("compute budget must be 1..100%"), std::string::npos);
 }
 
 }  // namespace

@@ -190,6 +190,10 @@ TEST(Rules, DerivedUnitsAreIgnoredAndOtherVendorsWork) {
   EXPECT_EQ((*ok)[0].request.manufacturer, "amd");
   EXPECT_EQ((*ok)[0].request.units, 400000) << "client units are recomputed, never trusted";
   EXPECT_TRUE(Parse(Pod({Container("main", {{"cpu", "2"}, {"memory", "1Gi"}})}))->empty());
+  auto derived_only =
+      Parse(Pod({Container("main", {{"nvidia.com/gpu.sliced.units", "1"}, {"amd.com/gpu", "1"}})}));
+  ASSERT_TRUE(derived_only) << derived_only.error();
+  EXPECT_EQ((*derived_only)[0].request.manufacturer, "amd") << "derived keys name no family";
   ExpectRejected(Pod({Container("main", {{"amd.com/gpu", "1"}, {"nvidia.com/gpu", "1"}})}),
                  "spec.containers[0].resources.limits: Forbidden: a container may request "
                  "accelerators of one manufacturer, found amd.com/gpu and nvidia.com/gpu");
