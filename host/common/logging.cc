@@ -7,7 +7,9 @@
 namespace gpustack {
 
 void InitLogging(std::string_view level) {
-  auto logger = spdlog::stderr_color_mt("gpustack");
+  // Idempotent: a second call only changes the level.
+  auto logger = spdlog::get("gpustack");
+  if (!logger) logger = spdlog::stderr_color_mt("gpustack");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ [%n] %v");
   const auto parsed = spdlog::level::from_str(std::string(level));

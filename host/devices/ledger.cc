@@ -12,21 +12,9 @@ std::string CardName(const CardState& c) {
 
 bool Compatible(Mode held, Mode wanted) { return held == Mode::kNone || held == wanted; }
 
-const char* HeldReason(Mode mode) {
-  switch (mode) {
-    case Mode::kExclusive:
-      return "held Exclusive";
-    case Mode::kShared:
-      return "held Shared";
-    case Mode::kSliced:
-      return "held Sliced";
-    case Mode::kPartitioned:
-      return "held Partitioned";
-    case Mode::kNone:
-      break;
-  }
-  return "held None";
-}
+// Unavailable's answer for a card held in another mode: the text names the mode only when an
+// explanation is built, so the fast path stays free of string work.
+constexpr const char* kHeld = "held";
 
 // Why `c` cannot take a charge of `family` at all (mode, health, partitioning), or nullptr.
 // Static text: the fast path builds no strings.
@@ -41,7 +29,7 @@ const char* Unavailable(const CardState& c, Family family) {
                       : family == Family::kSliced  ? Mode::kSliced
                                                    : Mode::kPartitioned;
   if (family == Family::kExclusive ? c.mode != Mode::kNone : !Compatible(c.mode, wanted)) {
-    return HeldReason(c.mode);
+    return kHeld;
   }
   return nullptr;
 }
@@ -160,7 +148,8 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
     if (c.group->manufacturer != r.manufacturer) continue;
     if (!r.group_id.empty() && c.group->id != r.group_id) continue;  // units fold per model
     if (const char* reason = Unavailable(c, r.family)) {
-      note(c, [&] { return reason; });
+      note(c,
+           [&] { return reason == kHeld ? std::string(kHeld) + " " + ModeName(c.mode) : reason; });
       continue;
     }
     eligible.push_back(&c);

@@ -90,7 +90,6 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
       keys->values[suffix] = value;
     }
   }
-  if (keys && keys->families.empty()) keys.reset();  // only derived or foreign keys
   return keys;
 }
 

@@ -9,15 +9,20 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "host/common/logging.h"
+
+#include <spdlog/sinks/ostream_sink.h>
 #include "host/loader/loader.h"
 
 namespace gpustack::loader {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::ostringstream captured_log_;
 
 fs::path Fake(const std::string& name) {
   return fs::path(GPUSTACK_FAKES_DIR) / name / (name + ".json");
@@ -74,6 +79,20 @@ TEST(LoaderFakes, EveryStatusCodeReachesTheHostWithItsNameAndMessage) {
   auto empty = plugin->Discover();
   ASSERT_TRUE(empty) << empty.error();
   EXPECT_TRUE(empty->empty());
+}
+
+TEST(LoaderFakes, PluginLogsReachTheHostLoggerUnderThePluginsName) {
+  InitLogging("info");
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured_log_);
+  Logger("plugin.configurable")->sinks().push_back(sink);
+  auto plugin = LoadOk("configurable");
+  ASSERT_TRUE(plugin);
+  ASSERT_TRUE(plugin->Init({{"log", "hello from the plugin"}}, {}));
+  const std::string text = captured_log_.str();
+  EXPECT_NE(text.find("[plugin.configurable]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[info] hello from the plugin ("), std::string::npos) << text;
+  EXPECT_NE(text.find("fake_plugin.c:"), std::string::npos) << "the plugin's file and line" << text;
+  Logger("plugin.configurable")->sinks().pop_back();
 }
 
 TEST(LoaderFakes, InvalidPluginOutputIsRefusedNotTrusted) {
