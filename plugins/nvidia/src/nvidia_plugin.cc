@@ -1,12 +1,48 @@
-// The NVIDIA plugin (nvidia.com/gpu).
-//
-// It identifies itself; discovery, slicing, partitions and metrics through
-// NVML (libnvidia-ml.so.1) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// The NVIDIA plugin (nvidia.com/gpu): discovery, metrics and MIG partitions through NVML
+// (libnvidia-ml.so.1), loaded at run time. See README.md for what is verified where.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/nvml_family.h>
 
 namespace {
 
-class NvidiaPlugin final : public gpustack::sdk::Plugin {
+std::string ArchitectureName(unsigned architecture) {
+  // nvmlDeviceArchitecture_t values.
+  switch (architecture) {
+    case 2: return "Kepler";
+    case 3: return "Maxwell";
+    case 4: return "Pascal";
+    case 5: return "Volta";
+    case 6: return "Turing";
+    case 7: return "Ampere";
+    case 8: return "Ada";
+    case 9: return "Hopper";
+    case 10: return "Blackwell";
+    default: return {};
+  }
+}
+
+gpustack::support::NvmlFamilyTraits Traits() {
+  return {
+      .manufacturer = "nvidia",
+      .prefix = "nvml",
+      .pci_vendor_ids = {0x10de},
+      .library_env = "GPUSTACK_NVIDIA_LIBRARY",
+      .library_candidates = {"libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                             "/usr/lib64/libnvidia-ml.so.1", "/usr/lib/wsl/lib/libnvidia-ml.so.1"},
+      .preload_candidates = {},
+      .install_hint = "install the NVIDIA driver (it ships NVML) or run the device manager under "
+                      "the nvidia RuntimeClass",
+      .logical_slice_count = 128,
+      .cores_percentage_overcommit = true,
+      .partitions = true,
+      .profile_probe_count = 0x12,  // NVML_GPU_INSTANCE_PROFILE_COUNT
+      .minor_offset = 0,
+      .family_name = ArchitectureName,
+  };
+}
+
+class NvidiaPlugin final : public gpustack::support::NvmlFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -15,14 +51,14 @@ class NvidiaPlugin final : public gpustack::sdk::Plugin {
         .base_resource_name = "nvidia.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x10de},
-        .capabilities =
-            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
+        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                        GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "mig",
     };
     return identity;
   }
 
-  explicit NvidiaPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit NvidiaPlugin(const gpustack::sdk::Host& host) : NvmlFamilyPlugin(host, Traits()) {}
 };
 
 }  // namespace

@@ -1,0 +1,49 @@
+// Who owns each partition a plugin created, kept on disk. Vendors whose partitions carry no name
+// (NVML, HGML) give the plugin nowhere else to keep it, and kubelet never says when a Pod's
+// device is released, so the record must outlive the process to let a reclaim loop find ours and
+// leave an administrator's partitions alone.
+#ifndef GPUSTACK_SUPPORT_OWNERSHIP_STORE_H_
+#define GPUSTACK_SUPPORT_OWNERSHIP_STORE_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpustack::support {
+
+struct OwnershipRecord {
+  std::string card_id;     // the parent card's UUID
+  uint32_t instance = 0;   // the vendor's instance id on that card (GPU instance id)
+  std::string profile;     // what was created, so a reused id made by someone else is not ours
+  uint32_t start = 0;
+  uint32_t length = 0;
+  std::string owner;
+  bool operator==(const OwnershipRecord&) const = default;
+};
+
+// One file, rewritten whole through a temporary and rename(2), so a crash leaves the old or the
+// new content, never a torn one.
+class OwnershipStore {
+ public:
+  explicit OwnershipStore(std::filesystem::path file) : file_(std::move(file)) {}
+
+  // Throws std::runtime_error when the file exists but cannot be read or parsed: a plugin that
+  // cannot tell its partitions from an administrator's must not guess.
+  std::vector<OwnershipRecord> Load() const;
+  // Throws std::runtime_error (with the path and errno text) when it cannot write.
+  void Save(const std::vector<OwnershipRecord>& records) const;
+
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::filesystem::path file_;
+};
+
+// An owner tag must be a single printable token: [A-Za-z0-9._:/-], 1..253 bytes.
+bool ValidOwnerTag(std::string_view owner);
+
+}  // namespace gpustack::support
+
+#endif  // GPUSTACK_SUPPORT_OWNERSHIP_STORE_H_

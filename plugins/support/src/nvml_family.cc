@@ -1,0 +1,625 @@
+#include "gpustack_support/nvml_family.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#include "gpustack_support/partition_tables.h"
+#include "gpustack_support/pci_topology.h"
+
+namespace gpustack::support {
+namespace {
+
+using sdk::Error;
+
+// NVML_COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7,8,6}_SLICE: the enum index for a slice count.
+std::optional<unsigned> ComputeProfileIndex(unsigned slices) {
+  switch (slices) {
+    case 1: return 0;
+    case 2: return 1;
+    case 3: return 2;
+    case 4: return 3;
+    case 7: return 4;
+    case 8: return 5;
+    case 6: return 6;
+    default: return std::nullopt;
+  }
+}
+
+// "MIG 1g.10gb" -> "1g.10gb"; "MIG 4g48gb" -> "4g.48gb" (the '.' resource names need).
+// Variants ("+me", "+gfx") are not resource-name segments: empty.
+std::string ResourceNameOf(std::string_view driver_name) {
+  std::string name(driver_name);
+  if (name.rfind("MIG ", 0) == 0) name.erase(0, 4);
+  if (name.empty() || name.find('+') != std::string::npos) return {};
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t g = name.find('g');
+  if (g != std::string::npos && g + 1 < name.size() && name[g + 1] != '.') name.insert(g + 1, ".");
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') return {};
+  }
+  return name;
+}
+
+std::string Trimmed(const char* text, size_t capacity) {
+  return std::string(text, strnlen(text, capacity));
+}
+
+std::string CudaVersion(int version) {
+  if (version <= 0) return {};
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+}  // namespace
+
+NvmlFamilyPlugin::NvmlFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits traits)
+    : host_(host), traits_(std::move(traits)) {
+  const std::string state_dir(
+      host_.Config("state_dir").value_or("/var/lib/gpustack/" + traits_.manufacturer));
+  owners_ = std::make_unique<OwnershipStore>(std::filesystem::path(state_dir) /
+                                             "partition-owners");
+}
+
+NvmlFamilyPlugin::~NvmlFamilyPlugin() {
+  if (initialized_) api_.shutdown();
+}
+
+std::string NvmlFamilyPlugin::ErrorText(nvml::Return r) const {
+  const char* text = api_.error_string != nullptr ? api_.error_string(r) : nullptr;
+  return (text != nullptr ? std::string(text) : std::string("error")) + " (" + std::to_string(r) +
+         ")";
+}
+
+void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml::Return r) const {
+  throw Error(code, traits_.prefix + ": " + what + ": " + ErrorText(r));
+}
+
+// Opens and initializes the library on first use; a missing library or function is UNAVAILABLE
+// with what to fix, never a crash. Init is retried on the next call after a failure.
+bool NvmlFamilyPlugin::EnsureLoaded() {
+  if (initialized_) return true;
+  if (library_ == nullptr) {
+    const auto override_path = host_.Config("library_path");
+    for (const std::string& path : traits_.preload_candidates) {
+      std::string ignored;
+      if (auto lib = VendorLibrary::Open({.override_path = {}, .candidates = {path}}, &ignored)) {
+        preloaded_.push_back(std::move(lib));
+        break;
+      }
+    }
+    std::string error;
+    library_ = VendorLibrary::Open(
+        MakeSearch(override_path, traits_.library_env.c_str(), traits_.library_candidates), &error);
+    if (library_ == nullptr) {
+      if (!HasVendorDevice(host_.PciDevices(), traits_.pci_vendor_ids)) return false;
+      throw Error(GPUSTACK_STATUS_UNAVAILABLE, "management library not found (" + error + "); " +
+                                                   traits_.install_hint + ", or set " +
+                                                   traits_.library_env);
+    }
+    std::string missing;
+    if (!nvml::Resolve(*library_, traits_.prefix, &api_, &missing)) {
+      const std::string path = library_->path();
+      library_.reset();
+      throw Error(GPUSTACK_STATUS_UNAVAILABLE,
+                  path + " lacks " + missing + ": the driver is too old or not this vendor's");
+    }
+  }
+  if (const nvml::Return r = api_.init(); r != nvml::kSuccess) {
+    Fail(GPUSTACK_STATUS_UNAVAILABLE, "initialization failed", r);
+  }
+  initialized_ = true;
+  return true;
+}
+
+std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
+    nvml::Device device, const std::string& product) const {
+  const PartitionTable* table = FindPartitionTable(traits_.manufacturer, product);
+  std::vector<DriverProfile> out;
+  for (unsigned index = 0; index < traits_.profile_probe_count; ++index) {
+    nvml::GpuInstanceProfileInfoV2 info{};
+    info.version = nvml::kGpuInstanceProfileInfoV2Version;
+    nvml::Return r = nvml::kErrorNotSupported;
+    if (api_.device_get_gpu_instance_profile_info_v != nullptr) {
+      r = api_.device_get_gpu_instance_profile_info_v(device, index, &info);
+    }
+    if (r != nvml::kSuccess) {
+      nvml::GpuInstanceProfileInfo v1{};
+      r = api_.device_get_gpu_instance_profile_info(device, index, &v1);
+      if (r != nvml::kSuccess) continue;  // not offered on this card
+      info = {};
+      info.id = v1.id;
+      info.slice_count = v1.slice_count;
+      info.instance_count = v1.instance_count;
+      info.memory_size_mb = v1.memory_size_mb;
+    }
+    unsigned count = 0;
+    r = api_.device_get_gpu_instance_possible_placements(device, info.id, nullptr, &count);
+    if (r != nvml::kSuccess && r != nvml::kErrorInsufficientSize) continue;
+    std::vector<nvml::GpuInstancePlacement> placements(count);
+    if (count == 0 || api_.device_get_gpu_instance_possible_placements(
+                          device, info.id, placements.data(), &count) != nvml::kSuccess) {
+      continue;  // a profile without a legal placement is not offered
+    }
+    placements.resize(count);
+    const unsigned length = placements.front().size;
+
+    // The name: the driver's, made a resource name, checked against the product's table; or,
+    // when the driver gives none, the table's entry of the same geometry.
+    std::string name = ResourceNameOf(Trimmed(info.name, sizeof info.name));
+    if (table != nullptr) {
+      const sdk::PartitionProfile* match = nullptr;
+      for (const sdk::PartitionProfile& p : table->profiles) {
+        const bool same_shape = p.compute_slices == info.slice_count && p.memory_slices == length;
+        if (name.empty() ? same_shape : p.name == name) {
+          match = &p;
+          break;
+        }
+      }
+      if (match == nullptr) continue;
+      name = match->name;
+    }
+    if (name.empty()) continue;
+    if (std::any_of(out.begin(), out.end(),
+                    [&](const DriverProfile& d) { return d.profile.name == name; })) {
+      continue;  // a later index with the same shape (a variant without a name)
+    }
+    DriverProfile d;
+    d.creation_id = info.id;
+    d.profile.name = name;
+    d.profile.memory_mib = info.memory_size_mb;
+    d.profile.compute_slices = info.slice_count;
+    d.profile.memory_slices = length;
+    d.profile.max_count = info.instance_count;
+    for (const auto& p : placements) d.profile.placements.push_back({p.start, p.size});
+    std::sort(d.profile.placements.begin(), d.profile.placements.end(),
+              [](const gpustack_placement& a, const gpustack_placement& b) {
+                return a.start < b.start;
+              });
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
+  if (!EnsureLoaded()) return;
+  unsigned count = 0;
+  if (const nvml::Return r = api_.device_get_count(&count); r != nvml::kSuccess) {
+    Fail(GPUSTACK_STATUS_INTERNAL, "counting devices", r);
+  }
+  char driver[96] = {};
+  if (api_.system_get_driver_version == nullptr ||
+      api_.system_get_driver_version(driver, sizeof driver) != nvml::kSuccess) {
+    driver[0] = '\0';
+  }
+  int cuda = 0;
+  if (api_.system_get_cuda_driver_version == nullptr ||
+      api_.system_get_cuda_driver_version(&cuda) != nvml::kSuccess) {
+    cuda = 0;
+  }
+
+  std::vector<sdk::AcceleratorGroup> groups;
+  std::vector<Card> cards;
+  for (unsigned i = 0; i < count; ++i) {
+    nvml::Device device = nullptr;
+    if (const nvml::Return r = api_.device_get_handle_by_index(i, &device); r != nvml::kSuccess) {
+      Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": handle", r);
+    }
+    char name[96] = {};
+    char uuid[96] = {};
+    nvml::PciInfo pci{};
+    unsigned minor = 0;
+    nvml::Memory memory{};
+    auto query = [&](const char* what, nvml::Return r) {
+      if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": " + what, r);
+    };
+    query("name", api_.device_get_name(device, name, sizeof name));
+    query("uuid", api_.device_get_uuid(device, uuid, sizeof uuid));
+    query("PCI info", api_.device_get_pci_info(device, &pci));
+    query("memory", api_.device_get_memory_info(device, &memory));
+    // The device node is the driver's minor, never the enumeration index: without it the card
+    // cannot be exposed correctly, so it is skipped (fail closed) rather than guessed.
+    if (const nvml::Return r = api_.device_get_minor_number(device, &minor); r != nvml::kSuccess) {
+      host_.Log(GPUSTACK_LOG_WARN, "skipping " + std::string(uuid) + ": no minor number: " + ErrorText(r));
+      continue;
+    }
+    const std::string product = Trimmed(name, sizeof name);
+
+    sdk::Accelerator a;
+    a.id = Trimmed(uuid, sizeof uuid);
+    a.index = static_cast<uint32_t>(cards.size());
+    a.physical_indexes = {static_cast<uint32_t>(static_cast<int>(minor) + traits_.minor_offset)};
+    a.memory_mib = memory.total / (1024 * 1024);
+    a.health = GPUSTACK_HEALTH_HEALTHY;
+    if (auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id))) {
+      a.pci_bus_id = *bus;
+      if (const gpustack_pci_device* p = FindPci(host_.PciDevices(), *bus)) {
+        const std::string sysfs(sdk::View(p->sysfs_path));
+        a.pci_class = p->class_code;
+        a.numa_affinity = p->numa_node;
+        a.cpu_affinity = ReadCpuAffinity(sysfs);
+        a.pci_root_id = ReadPciRootId(sysfs);
+      } else {
+        host_.Log(GPUSTACK_LOG_WARN,
+                  a.id + " at " + *bus + " is not in the host's PCI inventory; topology unknown");
+      }
+    }
+
+    Card card{a.id, device, false, {}};
+    if (traits_.partitions && api_.has_mig()) {
+      unsigned current = 0;
+      unsigned pending = 0;
+      const nvml::Return r = api_.device_get_mig_mode(device, &current, &pending);
+      if (r == nvml::kSuccess) {
+        card.partitioned = current == nvml::kMigEnable;
+        a.partition_mode = card.partitioned ? GPUSTACK_PARTITION_MODE_ENABLED
+                           : pending != current ? GPUSTACK_PARTITION_MODE_PENDING
+                                                : GPUSTACK_PARTITION_MODE_DISABLED;
+        if (card.partitioned) {
+          card.profiles = QueryProfiles(device, product);
+          for (const DriverProfile& d : card.profiles) a.partition_profiles.push_back(d.profile);
+        }
+      } else if (r != nvml::kErrorNotSupported) {
+        Fail(GPUSTACK_STATUS_INTERNAL, a.id + ": MIG mode", r);
+      }
+    }
+    // A partitioned card offers partitions only (logicalSliced.count 0).
+    a.logical_slice_count = card.partitioned ? 0 : traits_.logical_slice_count;
+    a.cores_percentage_overcommit = !card.partitioned && traits_.cores_percentage_overcommit;
+
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const sdk::AcceleratorGroup& g) { return g.product == product; });
+    if (group == groups.end()) {
+      sdk::AcceleratorGroup g;
+      g.product = product;
+      g.memory_mib = a.memory_mib;
+      g.driver_version = Trimmed(driver, sizeof driver);
+      g.runtime_version = CudaVersion(cuda);
+      int major = 0;
+      int minor_cc = 0;
+      if (api_.device_get_cuda_compute_capability != nullptr &&
+          api_.device_get_cuda_compute_capability(device, &major, &minor_cc) == nvml::kSuccess) {
+        g.compute_capability = std::to_string(major) + "." + std::to_string(minor_cc);
+      }
+      unsigned cores = 0;
+      if (api_.device_get_num_gpu_cores != nullptr &&
+          api_.device_get_num_gpu_cores(device, &cores) == nvml::kSuccess) {
+        g.cores = cores;
+      }
+      unsigned arch = 0;
+      if (traits_.family_name && api_.device_get_architecture != nullptr &&
+          api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
+        g.family = traits_.family_name(arch);
+      }
+      groups.push_back(std::move(g));
+      group = groups.end() - 1;
+    }
+    group->accelerators.push_back(std::move(a));
+    cards.push_back(std::move(card));
+  }
+  // Report only once every card was read: a failure above leaves the host's last good result.
+  cards_ = std::move(cards);
+  for (const sdk::AcceleratorGroup& g : groups) sink.Add(g);
+}
+
+void NvmlFamilyPlugin::RefreshCards() {
+  if (!cards_.empty()) return;
+  gpustack_discovery_sink ignore{sizeof(gpustack_discovery_sink), nullptr, nullptr,
+                                 [](void*, const gpustack_accelerator_group*) {
+                                   return static_cast<gpustack_status>(GPUSTACK_STATUS_OK);
+                                 }};
+  sdk::DiscoverySink sink(ignore);
+  Discover(sink);
+}
+
+NvmlFamilyPlugin::Card& NvmlFamilyPlugin::FindCard(std::string_view uuid) {
+  RefreshCards();
+  for (Card& card : cards_) {
+    if (card.uuid == uuid) return card;
+  }
+  throw Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + std::string(uuid) + " on this node");
+}
+
+void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
+  if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
+  std::vector<Card*> cards;
+  if (request.accelerator_ids.empty()) {
+    RefreshCards();
+    for (Card& c : cards_) cards.push_back(&c);
+  } else {
+    for (const std::string& id : request.accelerator_ids) cards.push_back(&FindCard(id));
+  }
+  for (Card* card : cards) {
+    sdk::DeviceSample s;
+    s.accelerator_id = card->uuid;
+    s.timestamp_ns = host_.NowNs();
+    s.health = GPUSTACK_HEALTH_HEALTHY;
+    nvml::Memory memory{};
+    const nvml::Return mr = api_.device_get_memory_info(card->handle, &memory);
+    if (mr == nvml::kSuccess) {
+      s.memory_total_mib = static_cast<double>(memory.total) / (1024.0 * 1024.0);
+      s.memory_used_mib = static_cast<double>(memory.used) / (1024.0 * 1024.0);
+      if (memory.total > 0) {
+        s.memory_utilization_percent =
+            100.0 * static_cast<double>(memory.used) / static_cast<double>(memory.total);
+      }
+    } else if (mr == nvml::kErrorGpuIsLost) {
+      s.health = GPUSTACK_HEALTH_UNHEALTHY;
+    }
+    nvml::Utilization util{};
+    if (api_.device_get_utilization_rates != nullptr &&
+        api_.device_get_utilization_rates(card->handle, &util) == nvml::kSuccess) {
+      s.cores_utilization_percent = util.gpu;
+    }
+    unsigned temperature = 0;
+    if (api_.device_get_temperature != nullptr &&
+        api_.device_get_temperature(card->handle, nvml::kTemperatureGpu, &temperature) ==
+            nvml::kSuccess) {
+      s.temperature_celsius = temperature;
+    }
+    unsigned milliwatts = 0;
+    if (api_.device_get_power_usage != nullptr &&
+        api_.device_get_power_usage(card->handle, &milliwatts) == nvml::kSuccess) {
+      s.power_watts = milliwatts / 1000.0;
+    }
+    sink.Add(s);
+
+    if (!request.include_processes || api_.device_get_compute_running_processes == nullptr) {
+      continue;
+    }
+    unsigned n = 0;
+    nvml::Return r = api_.device_get_compute_running_processes(card->handle, &n, nullptr);
+    if (r != nvml::kSuccess && r != nvml::kErrorInsufficientSize) continue;
+    std::vector<nvml::ProcessInfo> processes(n + 8);  // room for processes starting meanwhile
+    n = static_cast<unsigned>(processes.size());
+    if (api_.device_get_compute_running_processes(card->handle, &n, processes.data()) !=
+        nvml::kSuccess) {
+      continue;
+    }
+    processes.resize(n);
+    std::vector<nvml::ProcessUtilizationSample> utils;
+    if (api_.device_get_process_utilization != nullptr) {
+      unsigned un = 0;
+      r = api_.device_get_process_utilization(card->handle, nullptr, &un, 0);
+      if ((r == nvml::kSuccess || r == nvml::kErrorInsufficientSize) && un > 0) {
+        utils.resize(un);
+        if (api_.device_get_process_utilization(card->handle, utils.data(), &un, 0) ==
+            nvml::kSuccess) {
+          utils.resize(un);
+        } else {
+          utils.clear();
+        }
+      }
+    }
+    std::map<unsigned, std::string> partition_of;
+    for (const nvml::ProcessInfo& p : processes) {
+      sdk::ProcessSample ps;
+      ps.accelerator_id = card->uuid;
+      ps.pid = p.pid;
+      ps.memory_used_mib = static_cast<double>(p.used_gpu_memory) / (1024.0 * 1024.0);
+      for (const auto& u : utils) {
+        if (u.pid == p.pid) ps.cores_utilization_percent = u.sm_util;
+      }
+      if (p.gpu_instance_id != nvml::kNoInstance && card->partitioned) {
+        auto [it, inserted] = partition_of.try_emplace(p.gpu_instance_id);
+        if (inserted) it->second = MigDeviceUuid(*card, p.gpu_instance_id);
+        ps.partition_id = it->second;
+      }
+      sink.Add(ps);
+    }
+  }
+}
+
+std::string NvmlFamilyPlugin::MigDeviceUuid(const Card& card, unsigned instance_id) const {
+  unsigned max = 0;
+  if (api_.device_get_max_mig_device_count(card.handle, &max) == nvml::kSuccess) {
+    for (unsigned i = 0; i < max; ++i) {
+      nvml::Device mig = nullptr;
+      unsigned gi = 0;
+      if (api_.device_get_mig_device_handle_by_index(card.handle, i, &mig) != nvml::kSuccess ||
+          api_.device_get_gpu_instance_id(mig, &gi) != nvml::kSuccess || gi != instance_id) {
+        continue;
+      }
+      char uuid[96] = {};
+      if (api_.device_get_uuid(mig, uuid, sizeof uuid) == nvml::kSuccess) {
+        return Trimmed(uuid, sizeof uuid);
+      }
+    }
+  }
+  // A GPU instance without a compute instance has no MIG device (and no UUID) yet.
+  return card.uuid + "/gi" + std::to_string(instance_id);
+}
+
+std::vector<OwnershipRecord> NvmlFamilyPlugin::LoadOwners() const {
+  try {
+    return owners_->Load();
+  } catch (const std::exception& e) {
+    throw Error(GPUSTACK_STATUS_DATA_LOSS, e.what());
+  }
+}
+
+std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& card) const {
+  const std::vector<OwnershipRecord> owners = LoadOwners();
+  std::vector<LivePartition> out;
+  for (const DriverProfile& d : card.profiles) {
+    unsigned n = d.profile.max_count + 1;
+    std::vector<nvml::GpuInstance> instances(n);
+    const nvml::Return r =
+        api_.device_get_gpu_instances(card.handle, d.creation_id, instances.data(), &n);
+    if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": listing " + d.profile.name, r);
+    for (unsigned i = 0; i < n; ++i) {
+      nvml::GpuInstanceInfo info{};
+      if (const nvml::Return ir = api_.gpu_instance_get_info(instances[i], &info); ir != nvml::kSuccess) {
+        Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": GPU instance info", ir);
+      }
+      LivePartition live;
+      live.instance = instances[i];
+      live.instance_id = info.id;
+      live.partition.accelerator_id = card.uuid;
+      live.partition.id = MigDeviceUuid(card, info.id);
+      live.partition.profile = d.profile.name;
+      live.partition.placement = {info.placement.start, info.placement.size};
+      for (const OwnershipRecord& o : owners) {
+        // Ours only if what is there now is what we made: an id reused by an administrator's
+        // partition of another shape or place is not ours.
+        if (o.card_id == card.uuid && o.instance == info.id && o.profile == d.profile.name &&
+            o.start == info.placement.start && o.length == info.placement.size) {
+          live.partition.owner = o.owner;
+        }
+      }
+      out.push_back(std::move(live));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const LivePartition& a, const LivePartition& b) {
+    return a.partition.placement.start < b.partition.placement.start;
+  });
+  return out;
+}
+
+void NvmlFamilyPlugin::ListPartitions(std::string_view accelerator_id, sdk::PartitionSink& sink) {
+  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  if (!EnsureLoaded() && accelerator_id.empty()) return;
+  std::vector<const Card*> cards;
+  if (accelerator_id.empty()) {
+    RefreshCards();
+    for (const Card& c : cards_) cards.push_back(&c);
+  } else {
+    cards.push_back(&FindCard(accelerator_id));
+  }
+  for (const Card* card : cards) {
+    if (!card->partitioned) continue;
+    for (const LivePartition& live : Live(*card)) sink.Add(live.partition);
+  }
+}
+
+void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& request,
+                                       sdk::PartitionSink& sink) {
+  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  EnsureLoaded();
+  if (!ValidOwnerTag(request.owner)) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                "owner tag must be 1-253 characters of [A-Za-z0-9._:/-]");
+  }
+  Card& card = FindCard(request.accelerator_id);
+  if (!card.partitioned) {
+    throw Error(GPUSTACK_STATUS_FAILED_PRECONDITION,
+                card.uuid + " is not in partition (MIG) mode; enable it and restart the device manager");
+  }
+  auto profile = std::find_if(card.profiles.begin(), card.profiles.end(),
+                              [&](const DriverProfile& d) { return d.profile.name == request.profile; });
+  if (profile == card.profiles.end()) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                "profile " + request.profile + " is not offered by " + card.uuid);
+  }
+  const bool legal = std::any_of(profile->profile.placements.begin(), profile->profile.placements.end(),
+                                 [&](const gpustack_placement& p) {
+                                   return p.start == request.placement.start &&
+                                          p.length == request.placement.length;
+                                 });
+  if (!legal) {
+    throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
+                "placement " + std::to_string(request.placement.start) + "+" +
+                    std::to_string(request.placement.length) + " is not legal for " + request.profile);
+  }
+  // Check the ownership file can be read before touching the hardware.
+  std::vector<OwnershipRecord> owners = LoadOwners();
+
+  const nvml::GpuInstancePlacement placement{request.placement.start, request.placement.length};
+  nvml::GpuInstance gi = nullptr;
+  nvml::Return r = api_.device_create_gpu_instance_with_placement(card.handle, profile->creation_id,
+                                                                  &placement, &gi);
+  if (r == nvml::kErrorInsufficientResources || r == nvml::kErrorInUse) {
+    Fail(GPUSTACK_STATUS_RESOURCE_EXHAUSTED, card.uuid + ": placement is taken", r);
+  }
+  if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating " + request.profile, r);
+
+  // Anything failing after the GPU instance exists undoes it: nothing unowned is left behind.
+  nvml::GpuInstanceInfo info{};
+  nvml::ComputeInstanceProfileInfo ci_profile{};
+  nvml::ComputeInstance ci = nullptr;
+  const auto index = ComputeProfileIndex(profile->profile.compute_slices);
+  r = api_.gpu_instance_get_info(gi, &info);
+  if (r == nvml::kSuccess) {
+    r = index ? api_.gpu_instance_get_compute_instance_profile_info(gi, *index,
+                                                                    nvml::kComputeEngineShared, &ci_profile)
+              : nvml::kErrorNotSupported;
+  }
+  if (r == nvml::kSuccess) r = api_.gpu_instance_create_compute_instance(gi, ci_profile.id, &ci);
+  if (r != nvml::kSuccess) {
+    api_.gpu_instance_destroy(gi);
+    Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating the compute instance", r);
+  }
+  owners.push_back({card.uuid, info.id, request.profile, info.placement.start, info.placement.size,
+                    request.owner});
+  try {
+    owners_->Save(owners);
+  } catch (const std::exception& e) {
+    api_.compute_instance_destroy(ci);
+    api_.gpu_instance_destroy(gi);
+    throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
+  }
+  sink.Add(sdk::Partition{card.uuid, MigDeviceUuid(card, info.id), request.profile,
+                          {info.placement.start, info.placement.size}, request.owner});
+}
+
+void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
+  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  EnsureLoaded();
+  Card& card = FindCard(request.accelerator_id);
+  for (const LivePartition& live : Live(card)) {
+    if (live.partition.id != request.partition_id) continue;
+    if (live.partition.owner.empty() || live.partition.owner != request.owner) {
+      throw Error(GPUSTACK_STATUS_FAILED_PRECONDITION,
+                  request.partition_id + " is not owned by " + request.owner + "; left as it is");
+    }
+    // The record goes first: should the process die midway, a partition is left unowned (an
+    // administrator can see and remove it), never a record that a later partition of the same
+    // shape and place would be mistaken for.
+    const std::vector<OwnershipRecord> before = LoadOwners();
+    std::vector<OwnershipRecord> after = before;
+    std::erase_if(after, [&](const OwnershipRecord& o) {
+      return o.card_id == card.uuid && o.instance == live.instance_id;
+    });
+    try {
+      owners_->Save(after);
+    } catch (const std::exception& e) {
+      throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
+    }
+    auto fail = [&](const std::string& what, nvml::Return r) {
+      try {
+        owners_->Save(before);  // still there, still ours
+      } catch (const std::exception& e) {
+        host_.Log(GPUSTACK_LOG_ERROR, std::string("cannot restore ownership: ") + e.what());
+      }
+      Fail(r == nvml::kErrorInUse ? GPUSTACK_STATUS_UNAVAILABLE : GPUSTACK_STATUS_INTERNAL,
+           request.partition_id + ": destroying " + what + " (retry when idle)", r);
+    };
+    // Compute instances first, then the GPU instance.
+    for (unsigned index = 0; index < 7; ++index) {
+      nvml::ComputeInstanceProfileInfo ci_profile{};
+      if (api_.gpu_instance_get_compute_instance_profile_info(live.instance, index,
+                                                              nvml::kComputeEngineShared,
+                                                              &ci_profile) != nvml::kSuccess) {
+        continue;
+      }
+      std::vector<nvml::ComputeInstance> cis(8);
+      unsigned n = static_cast<unsigned>(cis.size());
+      if (api_.gpu_instance_get_compute_instances(live.instance, ci_profile.id, cis.data(), &n) !=
+          nvml::kSuccess) {
+        continue;
+      }
+      for (unsigned i = 0; i < n; ++i) {
+        if (const nvml::Return r = api_.compute_instance_destroy(cis[i]); r != nvml::kSuccess) {
+          fail("a compute instance", r);
+        }
+      }
+    }
+    if (const nvml::Return r = api_.gpu_instance_destroy(live.instance); r != nvml::kSuccess) {
+      fail("the GPU instance", r);
+    }
+    return;
+  }
+  throw Error(GPUSTACK_STATUS_NOT_FOUND, "no partition " + request.partition_id + " on " + card.uuid);
+}
+
+}  // namespace gpustack::support

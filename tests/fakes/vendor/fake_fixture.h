@@ -1,0 +1,52 @@
+// Shared by the fake vendor management libraries: each loads its section of the JSON fixture
+// named by GPUSTACK_FAKE_FIXTURE when the plugin initializes it, and can inject an error into any
+// of its functions, from the first call or after N good ones:
+//   "errors": {"DeviceGetUUID": {"code": 15, "after": 8}}
+#ifndef GPUSTACK_TESTS_FAKES_VENDOR_FAKE_FIXTURE_H_
+#define GPUSTACK_TESTS_FAKES_VENDOR_FAKE_FIXTURE_H_
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace fake {
+
+// The fixture's `section`, or an empty object when the variable or the section is absent.
+// Returns false when the file named cannot be read or parsed.
+inline bool LoadSection(const char* section, nlohmann::json* out) {
+  *out = nlohmann::json::object();
+  const char* path = std::getenv("GPUSTACK_FAKE_FIXTURE");
+  if (path == nullptr || *path == '\0') return true;
+  std::ifstream in(path);
+  if (!in) return false;
+  const nlohmann::json all = nlohmann::json::parse(in, nullptr, false);
+  if (all.is_discarded()) return false;
+  if (all.contains(section)) *out = all[section];
+  return true;
+}
+
+class Injector {
+ public:
+  void Reset(const nlohmann::json& section) {
+    errors_ = section.value("errors", nlohmann::json::object());
+    calls_.clear();
+  }
+  // The code to fail `function` with on this call, or 0.
+  int Check(const std::string& function) {
+    const int call = ++calls_[function];
+    if (!errors_.contains(function)) return 0;
+    const nlohmann::json& e = errors_[function];
+    return call > e.value("after", 0) ? e.value("code", 999) : 0;
+  }
+
+ private:
+  nlohmann::json errors_ = nlohmann::json::object();
+  std::map<std::string, int> calls_;
+};
+
+}  // namespace fake
+
+#endif  // GPUSTACK_TESTS_FAKES_VENDOR_FAKE_FIXTURE_H_

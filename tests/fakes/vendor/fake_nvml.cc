@@ -1,0 +1,595 @@
+// A fake NVML: exports NVML's C functions (under FAKE_PREFIX: nvml for NVIDIA and Iluvatar, hgml
+// for T-Head) and answers from the fixture section FAKE_SECTION. MIG GPU and compute instances are
+// created and destroyed in memory, with the driver's placement and overlap rules.
+//
+// Fixture section:
+//   driver_version, cuda_driver_version, errors (see fake_fixture.h),
+//   profile_sets: {name: [{index, id, name, slices, instances, memory_mb, placements: [[s, n]]}]}
+//   devices: [{name, uuid, bus_id, minor, memory_mib, used_mib, gpu_util, mem_util, temperature,
+//              power_mw, architecture, cc: [maj, min], cores, lost,
+//              mig: {current, pending, profiles: <set>, instances: [{index, start}]},
+//              processes: [{pid, used_mib, sm_util, gi}]}]
+#include <gpustack_support/nvml_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_fixture.h"
+
+#define FAKE_CAT2(a, b) a##b
+#define FAKE_CAT(a, b) FAKE_CAT2(a, b)
+#define FN(name) FAKE_CAT(FAKE_PREFIX, name)
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace nv = gpustack::support::nvml;
+using nlohmann::json;
+
+struct nv::DeviceOpaque {};
+struct nv::GpuInstanceOpaque {};
+struct nv::ComputeInstanceOpaque {};
+
+namespace {
+
+constexpr unsigned kMaxMigDevices = 7;
+const unsigned kCiSlices[] = {1, 2, 3, 4, 7, 8, 6};  // compute profile index -> slices
+
+struct Card;
+struct Gi;
+struct Ci : nv::ComputeInstanceOpaque {
+  Gi* gi = nullptr;
+  unsigned id = 0;
+  unsigned profile = 0;
+};
+struct Gi : nv::GpuInstanceOpaque {
+  Card* card = nullptr;
+  unsigned id = 0;
+  json profile;
+  unsigned start = 0;
+  unsigned size = 0;
+  std::list<Ci> cis;
+};
+// Both a card and a MIG device are an nvmlDevice_t.
+struct Handle : nv::DeviceOpaque {
+  Card* card = nullptr;
+  Ci* ci = nullptr;  // set for a MIG device
+};
+struct Card {
+  json spec;
+  Handle handle;
+  unsigned mig_current = 0;
+  unsigned mig_pending = 0;
+  json profiles = json::array();
+  std::list<Gi> gis;
+  std::list<Handle> mig_handles;
+};
+
+struct State {
+  std::mutex mu;
+  int init_count = 0;
+  json section;
+  fake::Injector injector;
+  std::list<Card> cards;
+} g;
+
+nv::Return Inject(const char* function) { return g.injector.Check(function); }
+
+Card* CardOf(nv::Device device) {
+  auto* h = static_cast<Handle*>(device);
+  return h == nullptr || h->ci != nullptr ? nullptr : h->card;
+}
+
+void CopyString(const std::string& value, char* out, unsigned length) {
+  if (length == 0) return;
+  std::strncpy(out, value.c_str(), length - 1);
+  out[length - 1] = '\0';
+}
+
+const json* Profile(const Card& card, unsigned key, const char* field) {
+  for (const json& p : card.profiles) {
+    if (p.value(field, ~0u) == key) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<unsigned, unsigned>> Placements(const json& profile) {
+  std::vector<std::pair<unsigned, unsigned>> out;
+  for (const json& p : profile.value("placements", json::array())) out.emplace_back(p[0], p[1]);
+  return out;
+}
+
+unsigned LowestFreeGiId(const Card& card) {
+  for (unsigned id = 1;; ++id) {
+    if (std::none_of(card.gis.begin(), card.gis.end(), [&](const Gi& gi) { return gi.id == id; })) {
+      return id;
+    }
+  }
+}
+
+nv::Return CreateGi(Card& card, const json& profile, unsigned start, unsigned size, Gi** out) {
+  const auto legal = Placements(profile);
+  if (std::find(legal.begin(), legal.end(), std::make_pair(start, size)) == legal.end()) {
+    return nv::kErrorInvalidArgument;
+  }
+  for (const Gi& gi : card.gis) {
+    if (start < gi.start + gi.size && gi.start < start + size) return nv::kErrorInsufficientResources;
+  }
+  Gi& gi = card.gis.emplace_back();
+  gi.card = &card;
+  gi.id = LowestFreeGiId(card);
+  gi.profile = profile;
+  gi.start = start;
+  gi.size = size;
+  *out = &gi;
+  return nv::kSuccess;
+}
+
+void Load() {
+  g.cards.clear();
+  const json sets = g.section.value("profile_sets", json::object());
+  for (const json& spec : g.section.value("devices", json::array())) {
+    Card& card = g.cards.emplace_back();
+    card.spec = spec;
+    card.handle.card = &card;
+    const json mig = spec.value("mig", json::object());
+    card.mig_current = mig.value("current", 0u);
+    card.mig_pending = mig.value("pending", card.mig_current);
+    if (mig.contains("profiles")) card.profiles = sets.at(mig["profiles"].get<std::string>());
+    for (const json& existing : mig.value("instances", json::array())) {
+      const json* profile = Profile(card, existing.at("index"), "index");
+      Gi* gi = nullptr;
+      if (profile != nullptr &&
+          CreateGi(card, *profile, existing.at("start"), Placements(*profile).front().second, &gi) ==
+              nv::kSuccess) {
+        gi->cis.push_back(Ci{{}, gi, 0, 0});
+      }
+    }
+  }
+}
+
+std::string MigUuid(const Ci& ci) {
+  const std::string parent = ci.gi->card->spec.value("uuid", "");
+  return "MIG-" + parent.substr(parent.find('-') + 1, 8) + "-gi" + std::to_string(ci.gi->id) +
+         "-ci" + std::to_string(ci.id);
+}
+
+// Every compute instance of a card, as MIG devices in a stable order.
+std::vector<Ci*> MigDevices(Card& card) {
+  std::vector<Ci*> out;
+  for (Gi& gi : card.gis) {
+    for (Ci& ci : gi.cis) out.push_back(&ci);
+  }
+  std::sort(out.begin(), out.end(), [](const Ci* a, const Ci* b) {
+    return std::tie(a->gi->id, a->id) < std::tie(b->gi->id, b->id);
+  });
+  return out;
+}
+
+}  // namespace
+
+#define GUARD(function)                                  \
+  std::lock_guard<std::mutex> lock(g.mu);                \
+  if (g.init_count == 0) return 1; /* UNINITIALIZED */   \
+  if (nv::Return injected = Inject(function)) return injected
+
+EXPORT nv::Return FN(Init_v2)() {
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.init_count == 0) {
+    if (!fake::LoadSection(FAKE_SECTION, &g.section)) return 9;  // DRIVER_NOT_LOADED
+    g.injector.Reset(g.section);
+    if (nv::Return injected = Inject("Init")) return injected;
+    Load();
+  }
+  ++g.init_count;
+  return nv::kSuccess;
+}
+EXPORT nv::Return FN(Init)() { return FN(Init_v2)(); }
+
+EXPORT nv::Return FN(Shutdown)() {
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.init_count == 0) return 1;
+  if (--g.init_count == 0) g.cards.clear();
+  return nv::kSuccess;
+}
+
+EXPORT const char* FN(ErrorString)(nv::Return r) {
+  switch (r) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 6: return "Not Found";
+    case 7: return "Insufficient Size";
+    case 9: return "Driver Not Loaded";
+    case 15: return "GPU is lost";
+    case 19: return "In use by another client";
+    case 23: return "Insufficient resources";
+    default: return "Unknown Error";
+  }
+}
+
+EXPORT nv::Return FN(SystemGetDriverVersion)(char* version, unsigned length) {
+  GUARD("SystemGetDriverVersion");
+  if (!g.section.contains("driver_version")) return nv::kErrorNotSupported;
+  CopyString(g.section["driver_version"], version, length);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(SystemGetCudaDriverVersion_v2)(int* version) {
+  GUARD("SystemGetCudaDriverVersion");
+  if (!g.section.contains("cuda_driver_version")) return nv::kErrorNotSupported;
+  *version = g.section["cuda_driver_version"];
+  return nv::kSuccess;
+}
+EXPORT nv::Return FN(SystemGetCudaDriverVersion)(int* version) {
+  return FN(SystemGetCudaDriverVersion_v2)(version);
+}
+
+EXPORT nv::Return FN(DeviceGetCount_v2)(unsigned* count) {
+  GUARD("DeviceGetCount");
+  *count = static_cast<unsigned>(g.cards.size());
+  return nv::kSuccess;
+}
+EXPORT nv::Return FN(DeviceGetCount)(unsigned* count) { return FN(DeviceGetCount_v2)(count); }
+
+EXPORT nv::Return FN(DeviceGetHandleByIndex_v2)(unsigned index, nv::Device* device) {
+  GUARD("DeviceGetHandleByIndex");
+  if (index >= g.cards.size()) return nv::kErrorInvalidArgument;
+  Card& card = *std::next(g.cards.begin(), index);
+  if (card.spec.value("lost", false)) return nv::kErrorGpuIsLost;
+  *device = &card.handle;
+  return nv::kSuccess;
+}
+EXPORT nv::Return FN(DeviceGetHandleByIndex)(unsigned index, nv::Device* device) {
+  return FN(DeviceGetHandleByIndex_v2)(index, device);
+}
+
+EXPORT nv::Return FN(DeviceGetName)(nv::Device device, char* name, unsigned length) {
+  GUARD("DeviceGetName");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  CopyString(card->spec.value("name", ""), name, length);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetUUID)(nv::Device device, char* uuid, unsigned length) {
+  GUARD("DeviceGetUUID");
+  auto* h = static_cast<Handle*>(device);
+  if (h == nullptr) return nv::kErrorInvalidArgument;
+  CopyString(h->ci != nullptr ? MigUuid(*h->ci) : h->card->spec.value("uuid", ""), uuid, length);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetPciInfo_v3)(nv::Device device, nv::PciInfo* pci) {
+  GUARD("DeviceGetPciInfo");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  *pci = {};
+  // NVML spells the domain with 8 digits and upper-case hex.
+  std::string bus = card->spec.value("bus_id", "0000:00:00.0");
+  for (char& c : bus) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  CopyString("0000" + bus, pci->bus_id, sizeof pci->bus_id);
+  CopyString(bus.substr(5), pci->bus_id_legacy, sizeof pci->bus_id_legacy);
+  pci->pci_device_id = card->spec.value("pci_device_id", 0u);
+  return nv::kSuccess;
+}
+EXPORT nv::Return FN(DeviceGetPciInfo)(nv::Device device, nv::PciInfo* pci) {
+  return FN(DeviceGetPciInfo_v3)(device, pci);
+}
+
+EXPORT nv::Return FN(DeviceGetMinorNumber)(nv::Device device, unsigned* minor) {
+  GUARD("DeviceGetMinorNumber");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  if (!card->spec.contains("minor")) return nv::kErrorNotSupported;
+  *minor = card->spec["minor"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetMemoryInfo)(nv::Device device, nv::Memory* memory) {
+  GUARD("DeviceGetMemoryInfo");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  if (card->spec.value("lost", false)) return nv::kErrorGpuIsLost;
+  const unsigned long long mib = 1024ull * 1024ull;
+  memory->total = card->spec.value("memory_mib", 0ull) * mib;
+  memory->used = card->spec.value("used_mib", 0ull) * mib;
+  memory->free = memory->total - memory->used;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetCudaComputeCapability)(nv::Device device, int* major, int* minor) {
+  GUARD("DeviceGetCudaComputeCapability");
+  Card* card = CardOf(device);
+  if (card == nullptr || !card->spec.contains("cc")) return nv::kErrorNotSupported;
+  *major = card->spec["cc"][0];
+  *minor = card->spec["cc"][1];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetNumGpuCores)(nv::Device device, unsigned* cores) {
+  GUARD("DeviceGetNumGpuCores");
+  Card* card = CardOf(device);
+  if (card == nullptr || !card->spec.contains("cores")) return nv::kErrorNotSupported;
+  *cores = card->spec["cores"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetArchitecture)(nv::Device device, unsigned* architecture) {
+  GUARD("DeviceGetArchitecture");
+  Card* card = CardOf(device);
+  if (card == nullptr || !card->spec.contains("architecture")) return nv::kErrorNotSupported;
+  *architecture = card->spec["architecture"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetUtilizationRates)(nv::Device device, nv::Utilization* util) {
+  GUARD("DeviceGetUtilizationRates");
+  Card* card = CardOf(device);
+  if (card == nullptr || !card->spec.contains("gpu_util")) return nv::kErrorNotSupported;
+  util->gpu = card->spec["gpu_util"];
+  util->memory = card->spec.value("mem_util", 0u);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetTemperature)(nv::Device device, unsigned sensor, unsigned* value) {
+  GUARD("DeviceGetTemperature");
+  Card* card = CardOf(device);
+  if (card == nullptr || sensor != nv::kTemperatureGpu || !card->spec.contains("temperature")) {
+    return nv::kErrorNotSupported;
+  }
+  *value = card->spec["temperature"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetPowerUsage)(nv::Device device, unsigned* milliwatts) {
+  GUARD("DeviceGetPowerUsage");
+  Card* card = CardOf(device);
+  if (card == nullptr || !card->spec.contains("power_mw")) return nv::kErrorNotSupported;
+  *milliwatts = card->spec["power_mw"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetComputeRunningProcesses_v3)(nv::Device device, unsigned* count,
+                                                         nv::ProcessInfo* infos) {
+  GUARD("DeviceGetComputeRunningProcesses");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  const json processes = card->spec.value("processes", json::array());
+  if (infos == nullptr || *count < processes.size()) {
+    const bool empty = processes.empty();
+    *count = static_cast<unsigned>(processes.size());
+    return empty ? nv::kSuccess : nv::kErrorInsufficientSize;
+  }
+  *count = static_cast<unsigned>(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    infos[i] = {processes[i].value("pid", 0u), processes[i].value("used_mib", 0ull) * 1024 * 1024,
+                processes[i].value("gi", nv::kNoInstance), processes[i].value("ci", nv::kNoInstance)};
+  }
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetProcessUtilization)(nv::Device device,
+                                                  nv::ProcessUtilizationSample* samples,
+                                                  unsigned* count, unsigned long long) {
+  GUARD("DeviceGetProcessUtilization");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  const json processes = card->spec.value("processes", json::array());
+  if (samples == nullptr || *count < processes.size()) {
+    *count = static_cast<unsigned>(processes.size());
+    return processes.empty() ? 21 /* NO_DATA */ : nv::kErrorInsufficientSize;
+  }
+  *count = static_cast<unsigned>(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    samples[i] = {processes[i].value("pid", 0u), 1, processes[i].value("sm_util", 0u), 0, 0, 0};
+  }
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetMigMode)(nv::Device device, unsigned* current, unsigned* pending) {
+  GUARD("DeviceGetMigMode");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  if (!card->spec.contains("mig")) return nv::kErrorNotSupported;
+  *current = card->mig_current;
+  *pending = card->mig_pending;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetGpuInstanceProfileInfo)(nv::Device device, unsigned index,
+                                                      nv::GpuInstanceProfileInfo* info) {
+  GUARD("DeviceGetGpuInstanceProfileInfo");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  if (card->mig_current != 1) return nv::kErrorNotSupported;
+  const json* p = Profile(*card, index, "index");
+  if (p == nullptr) return nv::kErrorNotSupported;
+  *info = {};
+  info->id = (*p)["id"];
+  info->slice_count = (*p)["slices"];
+  info->instance_count = (*p)["instances"];
+  info->memory_size_mb = (*p)["memory_mb"];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetGpuInstanceProfileInfoV)(nv::Device device, unsigned index,
+                                                       nv::GpuInstanceProfileInfoV2* info) {
+  if (info == nullptr || info->version != nv::kGpuInstanceProfileInfoV2Version) return 25;
+  nv::GpuInstanceProfileInfo v1{};
+  const nv::Return r = FN(DeviceGetGpuInstanceProfileInfo)(device, index, &v1);
+  if (r != nv::kSuccess) return r;
+  std::lock_guard<std::mutex> lock(g.mu);
+  const json* p = Profile(*CardOf(device), index, "index");
+  info->id = v1.id;
+  info->slice_count = v1.slice_count;
+  info->instance_count = v1.instance_count;
+  info->memory_size_mb = v1.memory_size_mb;
+  CopyString(p->value("name", ""), info->name, sizeof info->name);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetGpuInstancePossiblePlacements_v2)(nv::Device device, unsigned id,
+                                                                nv::GpuInstancePlacement* out,
+                                                                unsigned* count) {
+  GUARD("DeviceGetGpuInstancePossiblePlacements");
+  Card* card = CardOf(device);
+  if (card == nullptr || card->mig_current != 1) return nv::kErrorNotSupported;
+  const json* p = Profile(*card, id, "id");
+  if (p == nullptr) return nv::kErrorInvalidArgument;
+  const auto placements = Placements(*p);
+  if (out == nullptr) {
+    *count = static_cast<unsigned>(placements.size());
+    return nv::kSuccess;
+  }
+  if (*count < placements.size()) return nv::kErrorInsufficientSize;
+  *count = static_cast<unsigned>(placements.size());
+  for (size_t i = 0; i < placements.size(); ++i) out[i] = {placements[i].first, placements[i].second};
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceCreateGpuInstanceWithPlacement)(nv::Device device, unsigned id,
+                                                           const nv::GpuInstancePlacement* where,
+                                                           nv::GpuInstance* out) {
+  GUARD("DeviceCreateGpuInstanceWithPlacement");
+  Card* card = CardOf(device);
+  if (card == nullptr || card->mig_current != 1) return nv::kErrorNotSupported;
+  const json* p = Profile(*card, id, "id");
+  if (p == nullptr || where == nullptr) return nv::kErrorInvalidArgument;
+  Gi* gi = nullptr;
+  const nv::Return r = CreateGi(*card, *p, where->start, where->size, &gi);
+  if (r == nv::kSuccess) *out = gi;
+  return r;
+}
+
+EXPORT nv::Return FN(DeviceGetGpuInstances)(nv::Device device, unsigned id, nv::GpuInstance* out,
+                                            unsigned* count) {
+  GUARD("DeviceGetGpuInstances");
+  Card* card = CardOf(device);
+  if (card == nullptr || card->mig_current != 1) return nv::kErrorNotSupported;
+  unsigned n = 0;
+  for (Gi& gi : card->gis) {
+    if (gi.profile.value("id", ~0u) != id) continue;
+    if (n >= *count) return nv::kErrorInsufficientSize;
+    out[n++] = &gi;
+  }
+  *count = n;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(GpuInstanceGetInfo)(nv::GpuInstance instance, nv::GpuInstanceInfo* info) {
+  GUARD("GpuInstanceGetInfo");
+  auto* gi = static_cast<Gi*>(instance);
+  if (gi == nullptr) return nv::kErrorInvalidArgument;
+  *info = {&gi->card->handle, gi->id, gi->profile.value("id", 0u), {gi->start, gi->size}};
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(GpuInstanceDestroy)(nv::GpuInstance instance) {
+  GUARD("GpuInstanceDestroy");
+  auto* gi = static_cast<Gi*>(instance);
+  if (gi == nullptr) return nv::kErrorInvalidArgument;
+  if (!gi->cis.empty()) return nv::kErrorInUse;  // compute instances must go first
+  gi->card->gis.remove_if([&](const Gi& other) { return &other == gi; });
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(GpuInstanceGetComputeInstanceProfileInfo)(
+    nv::GpuInstance instance, unsigned index, unsigned engine, nv::ComputeInstanceProfileInfo* info) {
+  GUARD("GpuInstanceGetComputeInstanceProfileInfo");
+  auto* gi = static_cast<Gi*>(instance);
+  if (gi == nullptr || engine != nv::kComputeEngineShared) return nv::kErrorInvalidArgument;
+  if (index >= std::size(kCiSlices) || kCiSlices[index] > gi->profile.value("slices", 0u)) {
+    return nv::kErrorNotSupported;
+  }
+  *info = {};
+  info->id = index;
+  info->slice_count = kCiSlices[index];
+  info->instance_count = gi->profile.value("slices", 0u) / kCiSlices[index];
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(GpuInstanceCreateComputeInstance)(nv::GpuInstance instance, unsigned id,
+                                                       nv::ComputeInstance* out) {
+  GUARD("GpuInstanceCreateComputeInstance");
+  auto* gi = static_cast<Gi*>(instance);
+  if (gi == nullptr || id >= std::size(kCiSlices)) return nv::kErrorInvalidArgument;
+  unsigned used = 0;
+  for (const Ci& ci : gi->cis) used += kCiSlices[ci.profile];
+  if (used + kCiSlices[id] > gi->profile.value("slices", 0u)) return nv::kErrorInsufficientResources;
+  unsigned ci_id = 0;
+  while (std::any_of(gi->cis.begin(), gi->cis.end(), [&](const Ci& c) { return c.id == ci_id; })) {
+    ++ci_id;
+  }
+  Ci& ci = gi->cis.emplace_back();
+  ci.gi = gi;
+  ci.id = ci_id;
+  ci.profile = id;
+  *out = &ci;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(GpuInstanceGetComputeInstances)(nv::GpuInstance instance, unsigned id,
+                                                     nv::ComputeInstance* out, unsigned* count) {
+  GUARD("GpuInstanceGetComputeInstances");
+  auto* gi = static_cast<Gi*>(instance);
+  if (gi == nullptr) return nv::kErrorInvalidArgument;
+  unsigned n = 0;
+  for (Ci& ci : gi->cis) {
+    if (ci.profile != id) continue;
+    if (n >= *count) return nv::kErrorInsufficientSize;
+    out[n++] = &ci;
+  }
+  *count = n;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(ComputeInstanceDestroy)(nv::ComputeInstance instance) {
+  GUARD("ComputeInstanceDestroy");
+  auto* ci = static_cast<Ci*>(instance);
+  if (ci == nullptr) return nv::kErrorInvalidArgument;
+  Card& card = *ci->gi->card;
+  card.mig_handles.remove_if([&](const Handle& h) { return h.ci == ci; });
+  ci->gi->cis.remove_if([&](const Ci& other) { return &other == ci; });
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetMaxMigDeviceCount)(nv::Device device, unsigned* count) {
+  GUARD("DeviceGetMaxMigDeviceCount");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  *count = card->mig_current == 1 ? kMaxMigDevices : 0;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetMigDeviceHandleByIndex)(nv::Device device, unsigned index,
+                                                      nv::Device* out) {
+  GUARD("DeviceGetMigDeviceHandleByIndex");
+  Card* card = CardOf(device);
+  if (card == nullptr) return nv::kErrorInvalidArgument;
+  const std::vector<Ci*> migs = MigDevices(*card);
+  if (index >= migs.size()) return nv::kErrorNotFound;
+  for (Handle& h : card->mig_handles) {
+    if (h.ci == migs[index]) {
+      *out = &h;
+      return nv::kSuccess;
+    }
+  }
+  Handle& h = card->mig_handles.emplace_back();
+  h.card = card;
+  h.ci = migs[index];
+  *out = &h;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetGpuInstanceId)(nv::Device device, unsigned* id) {
+  GUARD("DeviceGetGpuInstanceId");
+  auto* h = static_cast<Handle*>(device);
+  if (h == nullptr || h->ci == nullptr) return nv::kErrorInvalidArgument;
+  *id = h->ci->gi->id;
+  return nv::kSuccess;
+}
