@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev  # host logging (Debian's spdlog uses the external fmt 9)
   libssl-dev                # TLS (Kubernetes client, webhook and metrics servers)
   libpci-dev                # the host's PCI inventory
+  libyaml-cpp-dev           # YAML output of detect and monitor
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # libFuzzer targets (GPUSTACK_FUZZ)

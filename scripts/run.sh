@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the operator and runs it. With no arguments it runs the main job for now,
 # `gpustack-operator device-manager detect`, on this machine; any arguments are passed instead
-# (e.g. scripts/run.sh device-manager detect -o json --sysfs-root tests/fixtures/sysfs/nvidia-a10g).
+# (e.g. scripts/run.sh device-manager detect -o json; tests/fixtures/README.md shows a fixture node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh >&2

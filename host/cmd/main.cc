@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "host/common/logging.h"
+#include "host/common/yaml.h"
 #include "host/device_manager/detect.h"
 #include "host/device_manager/detect_report.h"
 
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   gpustack::device_manager::DetectOptions options;
   options.plugin_path_env = Env("GPUSTACK_PLUGIN_PATH");
   options.enable_env = Env("GPUSTACK_PLUGIN_ENABLE");
-  std::string output = "text";
+  std::string output = "yaml";
   std::string class_prefixes = "02,03,0b,12";
   detect->add_option("--plugin-dir", options.plugin_dirs,
                      "Extra plugin directory, searched before GPUSTACK_PLUGIN_PATH and the "
@@ -49,8 +50,21 @@ int main(int argc, char** argv) {
   detect->add_option("--pci-classes", class_prefixes, "PCI base classes to scan")
       ->envname("GPUSTACK_RUNTIME_DETECT_PCI_CLASS_PREFIXES")
       ->capture_default_str();
-  detect->add_option("-o,--output", output, "text or json")
-      ->check(CLI::IsMember({"text", "json"}))
+  detect->add_option("--proc-root", options.proc_root, "Root of the /proc tree (node profile)")
+      ->envname("GPUSTACK_PROC_ROOT")
+      ->capture_default_str();
+  detect->add_option("--data-dir", options.data_dir, "Data directory whose disk is profiled")
+      ->envname("GPUSTACK_DATA_DIR")
+      ->capture_default_str();
+  detect->add_option("--node-name", options.node_name, "Node name (default: the host name)")
+      ->envname("NODE_NAME");
+  detect->add_flag("--group-id-with-memory", options.spec.group_id_with_memory,
+                   "Append the card's memory to group ids (tesla-t4-16g)")
+      ->envname("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY");
+  detect->add_option("-o,--output", output,
+                     "yaml or json (the Devices object, node profile and plugin decisions), or "
+                     "text (a summary)")
+      ->check(CLI::IsMember({"yaml", "json", "text"}))
       ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
@@ -70,6 +84,8 @@ int main(int argc, char** argv) {
     }
     if (output == "json") {
       std::cout << gpustack::device_manager::ToJson(*report).dump(2) << "\n";
+    } else if (output == "yaml") {
+      std::cout << gpustack::ToYaml(gpustack::device_manager::ToJson(*report));
     } else {
       std::cout << gpustack::device_manager::ToText(*report);
     }

@@ -1,5 +1,7 @@
 #include "host/device_manager/detect.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -74,7 +76,7 @@ bool DetectReport::ok() const {
     if (!p.load_error.empty()) return false;
     if (p.discovery_status != "OK" && p.discovery_status != "UNIMPLEMENTED") return false;
   }
-  return true;
+  return spec.ok();
 }
 
 Result<DetectReport> Detect(const DetectOptions& options) {
@@ -84,6 +86,11 @@ Result<DetectReport> Detect(const DetectOptions& options) {
   if (!inventory) return Error{inventory.error()};
 
   DetectReport report;
+  report.node_name = options.node_name;
+  if (report.node_name.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0) report.node_name = host;
+  }
   report.pci_devices = *inventory;
   const auto dirs = loader::PluginSearchPath(options.plugin_dirs, options.plugin_path_env,
                                              options.default_plugin_dir);
@@ -112,6 +119,13 @@ Result<DetectReport> Detect(const DetectOptions& options) {
     if (decision.enabled) RunPlugin(manifest, *config, options, *inventory, plugin);
     report.plugins.push_back(std::move(plugin));
   }
+  std::vector<Discovered> discovered;
+  for (const PluginReport& p : report.plugins) {
+    if (p.discovery_status == "OK") discovered.push_back({p.name, p.groups});
+  }
+  report.spec = BuildDevicesSpec(discovered, options.spec);
+  report.node_profile = node_profile::ReadNodeProfile(
+      {options.proc_root, options.pci.sysfs_root, options.data_dir});
   return report;
 }
 

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "host/common/result.h"
+#include "host/device_manager/devices_spec.h"
 #include "host/loader/loader.h"
 #include "host/loader/plugin.h"
+#include "host/node_profile/profile.h"
 #include "host/pci/pci_inventory.h"
 
 namespace gpustack::device_manager {
@@ -24,6 +26,10 @@ struct DetectOptions {
   std::string enable_env;        // GPUSTACK_PLUGIN_ENABLE
   std::string enable_flag;       // --enable
   loader::LoaderOptions loader;
+  std::string proc_root = "/proc";            // --proc-root: the node profile's /proc
+  std::string data_dir = "/var/lib/gpustack";  // --data-dir: whose filesystem is measured
+  SpecOptions spec;
+  std::string node_name;  // --node-name / NODE_NAME; the host name when empty
 };
 
 struct PluginReport {
@@ -42,12 +48,18 @@ struct PluginReport {
 };
 
 struct DetectReport {
+  std::string node_name;
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> problems;  // directories missing or refused
   std::vector<pci::PciDevice> pci_devices;
   std::vector<PluginReport> plugins;
+  Result<node_profile::NodeProfile> node_profile = Error{"not read"};
+  // The node's Devices spec from every plugin that discovered; an error when the plugins'
+  // results cannot form one (duplicate card ids).
+  Result<devices::DevicesSpec> spec = devices::DevicesSpec{};
 
-  // False when an enabled plugin failed to load, initialize or discover.
+  // False when an enabled plugin failed to load, initialize or discover, or no spec could be
+  // formed.
   bool ok() const;
 };
 

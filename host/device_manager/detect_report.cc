@@ -34,62 +34,6 @@ const char* HealthName(gpustack_health health) {
   }
 }
 
-const char* PartitionModeName(gpustack_partition_mode mode) {
-  switch (mode) {
-    case GPUSTACK_PARTITION_MODE_DISABLED:
-      return "Disabled";
-    case GPUSTACK_PARTITION_MODE_ENABLED:
-      return "Enabled";
-    case GPUSTACK_PARTITION_MODE_PENDING:
-      return "Pending";
-    default:
-      return "Unsupported";
-  }
-}
-
-json GroupJson(const sdk::AcceleratorGroup& g) {
-  json accelerators = json::array();
-  for (const sdk::Accelerator& a : g.accelerators) {
-    json profiles = json::array();
-    for (const sdk::PartitionProfile& p : a.partition_profiles) {
-      json placements = json::array();
-      for (const gpustack_placement& pl : p.placements) {
-        placements.push_back({{"start", pl.start}, {"length", pl.length}});
-      }
-      profiles.push_back({{"name", p.name},
-                          {"memoryMib", p.memory_mib},
-                          {"computeSlices", p.compute_slices},
-                          {"memorySlices", p.memory_slices},
-                          {"count", p.max_count},
-                          {"placements", placements}});
-    }
-    accelerators.push_back({{"id", a.id},
-                            {"index", a.index},
-                            {"physicalIndexes", a.physical_indexes},
-                            {"memoryMib", a.memory_mib},
-                            {"topology",
-                             {{"pciBusId", a.pci_bus_id},
-                              {"pciRootId", a.pci_root_id},
-                              {"numaAffinity", a.numa_affinity},
-                              {"cpuAffinity", a.cpu_affinity}}},
-                            {"health", HealthName(a.health)},
-                            {"healthReason", a.health_reason},
-                            {"logicalSliced",
-                             {{"count", a.logical_slice_count},
-                              {"coresPercentageOvercommit", a.cores_percentage_overcommit}}},
-                            {"partitionMode", PartitionModeName(a.partition_mode)},
-                            {"physicalSliced", {{"profiles", profiles}}}});
-  }
-  return {{"name", g.product},
-          {"family", g.family},
-          {"memory", g.memory_mib},
-          {"cores", g.cores},
-          {"driverVersion", g.driver_version},
-          {"runtimeVersion", g.runtime_version},
-          {"computeCapability", g.compute_capability},
-          {"accelerators", accelerators}};
-}
-
 }  // namespace
 
 json ToJson(const DetectReport& report) {
@@ -124,17 +68,32 @@ json ToJson(const DetectReport& report) {
       entry["abi"] = std::to_string(p.negotiated.major) + "." + std::to_string(p.negotiated.minor);
     }
     if (!p.discovery_status.empty()) {
-      json groups = json::array();
-      for (const sdk::AcceleratorGroup& g : p.groups) groups.push_back(GroupJson(g));
-      entry["discovery"] = {{"status", p.discovery_status}, {"groups", groups}};
+      size_t cards = 0;
+      for (const sdk::AcceleratorGroup& g : p.groups) cards += g.accelerators.size();
+      entry["discovery"] = {{"status", p.discovery_status}, {"accelerators", cards}};
       if (!p.discovery_message.empty()) entry["discovery"]["message"] = p.discovery_message;
     }
     plugins.push_back(std::move(entry));
   }
-  return {{"pluginDirs", report.plugin_dirs},
-          {"problems", report.problems},
-          {"pciDevices", pci},
+  json devices;
+  if (report.spec) {
+    json labels = json::object();
+    for (const auto& [key, value] : DeviceLabels(*report.spec)) labels[key] = value;
+    devices = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+               {"kind", "Devices"},
+               {"metadata", {{"name", report.node_name}, {"labels", labels}}},
+               {"spec", devices::ToJson(*report.spec)}};
+  } else {
+    devices = {{"error", report.spec.error()}};
+  }
+  json profile = report.node_profile ? node_profile::ToJson(*report.node_profile)
+                                     : json{{"error", report.node_profile.error()}};
+  return {{"devices", devices},
+          {"nodeProfile", profile},
           {"plugins", plugins},
+          {"pciDevices", pci},
+          {"pluginDirs", report.plugin_dirs},
+          {"problems", report.problems},
           {"ok", report.ok()}};
 }
 
@@ -178,6 +137,14 @@ std::string ToText(const DetectReport& report) {
         ++accelerators;
       }
     }
+  }
+  if (!report.spec) out << "\nDevices spec: error: " << report.spec.error() << "\n";
+  if (report.node_profile) {
+    const node_profile::CpuProfile& cpu = report.node_profile->cpu;
+    out << "\nNode: " << cpu.name << " (" << cpu.key << "), " << cpu.physical_cores << " cores, "
+        << cpu.logical_cores << " threads, " << report.node_profile->memory_mib << " MiB\n";
+  } else {
+    out << "\nNode profile: error: " << report.node_profile.error() << "\n";
   }
   out << "\nAccelerators: "
       << (accelerators == 0 ? std::string("none") : std::to_string(accelerators)) << "\n";

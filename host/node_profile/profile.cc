@@ -166,14 +166,14 @@ nlohmann::json ToJson(const NodeProfile& p) {
                         {"physicalCores", c.physical_cores},
                         {"threadsPerPhysicalCore", c.threads_per_core},
                         {"logicalCores", c.logical_cores},
-                        {"clockSpeedMHz", std::round(c.clock_mhz)},
+                        {"clockSpeedMHz", std::llround(c.clock_mhz)},
                         {"cacheLine", c.cache_line},
                         {"cache",
                          {{"l1i", std::to_string(c.cache_l1i_kib) + "Ki"},
                           {"l1d", std::to_string(c.cache_l1d_kib) + "Ki"},
                           {"l2", std::to_string(c.cache_l2_kib) + "Ki"},
                           {"l3", std::to_string(c.cache_l3_kib) + "Ki"}}}};
-  if (c.max_clock_mhz > 0) cpu["maxClockSpeedMHz"] = std::round(c.max_clock_mhz);
+  if (c.max_clock_mhz > 0) cpu["maxClockSpeedMHz"] = std::llround(c.max_clock_mhz);
   return {{"cpu", cpu},
           {"memoryMiB", p.memory_mib},
           {"dataDirectory",

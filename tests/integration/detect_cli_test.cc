@@ -34,7 +34,13 @@ CliRun Detect(const std::string& args, const std::string& env = "") {
 }
 
 std::string Sysfs(const std::string& node) {
-  return std::string("--sysfs-root '") + GPUSTACK_FIXTURES_DIR + "/sysfs/" + node + "'";
+  return std::string("--sysfs-root '") + GPUSTACK_NODE_TREES_DIR + "/" + node + "/sys'";
+}
+
+// The fake NVML with the node's fixture: the production NVIDIA plugin then really discovers.
+std::string FakeNvml(const std::string& node) {
+  return std::string("GPUSTACK_FAKE_FIXTURE='") + GPUSTACK_NODES_DIR + "/" + node +
+         ".json' GPUSTACK_NVIDIA_LIBRARY='" + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1'";
 }
 
 std::string FakeDir(const std::string& name) {
@@ -49,7 +55,7 @@ const json* FindPlugin(const json& report, const std::string& name) {
 }
 
 TEST(DetectCli, NodeWithoutAcceleratorsIsAnHonestEmptyResult) {
-  const CliRun run = Detect(Sysfs("cpu-only"));
+  const CliRun run = Detect(Sysfs("cpu-only") + " -o text");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("Plugins (9 found)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("nvidia: disabled - auto: no PCI device of vendor 0x10de"),
@@ -59,7 +65,7 @@ TEST(DetectCli, NodeWithoutAcceleratorsIsAnHonestEmptyResult) {
 }
 
 TEST(DetectCli, AutoEnablesThePluginWhoseVendorIsPresent) {
-  const CliRun run = Detect(Sysfs("nvidia-a10g") + " -o json");
+  const CliRun run = Detect(Sysfs("nvidia-a10g") + " -o json", FakeNvml("nvidia-a10g"));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   const json* nvidia = FindPlugin(report, "nvidia");
@@ -68,13 +74,14 @@ TEST(DetectCli, AutoEnablesThePluginWhoseVendorIsPresent) {
   EXPECT_EQ((*nvidia)["decision"], "auto: 1 PCI device(s) of vendor 0x10de (0000:00:1e.0)");
   EXPECT_EQ((*nvidia)["identity"]["baseResourceName"], "nvidia.com/gpu");
   EXPECT_EQ((*nvidia)["identity"]["partitionKind"], "mig");
-  EXPECT_EQ((*nvidia)["discovery"]["status"], "UNIMPLEMENTED");
+  EXPECT_EQ((*nvidia)["discovery"]["status"], "OK");
+  EXPECT_EQ((*nvidia)["discovery"]["accelerators"], 1);
   EXPECT_FALSE((*FindPlugin(report, "amd"))["enabled"].get<bool>());
-  EXPECT_EQ(report["pciDevices"].size(), 2u);
+  EXPECT_EQ(report["pciDevices"].size(), 1u);
 }
 
 TEST(DetectCli, MixedNodeEnablesBothVendors) {
-  const CliRun run = Detect(Sysfs("mixed-nvidia-amd") + " -o json");
+  const CliRun run = Detect(Sysfs("mixed-nvidia-amd") + " -o json", FakeNvml("mixed-nvidia-amd"));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   int enabled = 0;
@@ -94,16 +101,19 @@ TEST(DetectCli, ReportsWhatAnEnabledPluginDiscovers) {
   ASSERT_NE(full, nullptr);
   EXPECT_EQ((*full)["decision"], "forced on by --enable");
   ASSERT_EQ((*full)["discovery"]["status"], "OK");
-  const json& groups = (*full)["discovery"]["groups"];
+  // What it found is in the node's Devices spec, under its manufacturer.
+  const json& groups = report["devices"]["spec"]["groups"];
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0]["name"], "Fake Accel A");
-  EXPECT_EQ(groups[1]["accelerators"][0]["partitionMode"], "Enabled");
-  EXPECT_EQ(groups[1]["accelerators"][0]["physicalSliced"]["profiles"][1]["name"], "4g.40gb");
+  EXPECT_EQ(groups[0]["manufacturer"], "full");
+  EXPECT_EQ(groups[1]["accelerators"][0]["status"]["physicalSliced"]["profiles"][1]["name"],
+            "4g.40gb");
 }
 
 TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   const CliRun run = Detect(Sysfs("nvidia-a10g") + " --plugin-dir " + FakeDir("init-fails") +
-                            " --enable 'init-fails=on' -o json");
+                                " --enable 'init-fails=on' -o json",
+                            FakeNvml("nvidia-a10g"));
   EXPECT_EQ(run.exit_code, 1) << "an enabled plugin failed";
   const json report = json::parse(run.out);
   const json* broken = FindPlugin(report, "init-fails");
@@ -111,7 +121,8 @@ TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   EXPECT_EQ((*broken)["error"], std::string(GPUSTACK_FAKES_DIR) +
                                     "/init-fails/libgpustack_plugin_init-fails.so: init-fails: "
                                     "init failed: UNAVAILABLE: fake management library not found");
-  EXPECT_EQ((*FindPlugin(report, "nvidia"))["discovery"]["status"], "UNIMPLEMENTED");
+  EXPECT_EQ((*FindPlugin(report, "nvidia"))["discovery"]["status"], "OK");
+  EXPECT_EQ(report["devices"]["spec"]["groups"][0]["id"], "a10g");
   EXPECT_FALSE(report["ok"].get<bool>());
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "gpustack_support/partition_tables.h"
 #include "gpustack_support/pci_topology.h"
@@ -178,6 +179,11 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
               });
     out.push_back(std::move(d));
   }
+  // Smallest first, as administrators read them: 1g.10gb, 1g.20gb, 2g.20gb ...
+  std::sort(out.begin(), out.end(), [](const DriverProfile& a, const DriverProfile& b) {
+    return std::tie(a.profile.compute_slices, a.profile.memory_slices, a.profile.name) <
+           std::tie(b.profile.compute_slices, b.profile.memory_slices, b.profile.name);
+  });
   return out;
 }
 

@@ -115,7 +115,11 @@ std::string ReadPciRootId(const std::string& sysfs_path) {
   bool after_bridge = false;
   for (const auto& part : resolved) {
     const std::string name = part.string();
-    if (after_bridge) return NormalizeBusId(name).value_or("");
+    if (after_bridge) {
+      // A device on the root bus itself has no root port above it.
+      if (part == resolved.filename()) return {};
+      return NormalizeBusId(name).value_or("");
+    }
     after_bridge = name.rfind("pci", 0) == 0 && name.find(':') != std::string::npos;
   }
   return {};

@@ -1,0 +1,105 @@
+#include "host/device_manager/devices_spec.h"
+
+#include <cstdio>
+
+#include "host/node_profile/keys.h"
+
+namespace gpustack::device_manager {
+namespace {
+
+std::string PciClass(uint32_t code) {
+  if (code == 0) return {};
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%06x", code);
+  return text;
+}
+
+devices::Accelerator Convert(const sdk::Accelerator& a) {
+  devices::Accelerator out;
+  out.id = a.id;
+  out.index = a.index;
+  out.physical_indexes = a.physical_indexes;
+  out.topology = {a.pci_bus_id, a.pci_root_id, PciClass(a.pci_class), a.numa_affinity,
+                  a.cpu_affinity};
+  out.unhealthy = a.health == GPUSTACK_HEALTH_UNHEALTHY;
+  const bool partitioned = a.partition_mode == GPUSTACK_PARTITION_MODE_ENABLED;
+  out.logical_count = partitioned ? 0 : a.logical_slice_count;
+  out.cores_percentage_overcommit = !partitioned && a.cores_percentage_overcommit;
+  if (partitioned) {
+    for (const sdk::PartitionProfile& p : a.partition_profiles) {
+      devices::PartitionProfile profile{p.name, p.memory_mib, p.compute_slices, p.memory_slices,
+                                        p.max_count, {}};
+      for (const gpustack_placement& pl : p.placements) {
+        profile.placements.push_back({pl.start, pl.length});
+      }
+      out.profiles.push_back(std::move(profile));
+    }
+  }
+  return out;
+}
+
+// A label value: at most 63 of [A-Za-z0-9-_.], starting and ending alphanumeric.
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' ||
+                    c == '.';
+    out += ok ? c : '-';
+  }
+  if (out.size() > 63) out.resize(63);
+  while (!out.empty() && std::isalnum(static_cast<unsigned char>(out.back())) == 0) out.pop_back();
+  while (!out.empty() && std::isalnum(static_cast<unsigned char>(out.front())) == 0) {
+    out.erase(out.begin());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<devices::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& discovered,
+                                              const SpecOptions& options) {
+  devices::DevicesSpec spec;
+  for (const Discovered& d : discovered) {
+    for (const sdk::AcceleratorGroup& g : d.groups) {
+      devices::Group group;
+      group.id = node_profile::AcceleratorGroupId(d.manufacturer, g.product, g.memory_mib,
+                                                  options.group_id_with_memory);
+      group.manufacturer = d.manufacturer;
+      group.name = g.product;
+      group.memory = node_profile::NominalMemoryMib(g.memory_mib);
+      group.cores = g.cores;
+      group.driver_version = g.driver_version;
+      group.runtime_version = g.runtime_version;
+      group.compute_capability = g.compute_capability;
+      group.family = g.family;
+      for (const sdk::Accelerator& a : g.accelerators) group.accelerators.push_back(Convert(a));
+      spec.groups.push_back(std::move(group));
+    }
+  }
+  if (auto valid = devices::ValidateSpec(spec); !valid) return Error{valid.error()};
+  return spec;
+}
+
+std::map<std::string, std::string> DeviceLabels(const devices::DevicesSpec& spec) {
+  std::map<std::string, std::string> labels;
+  if (spec.groups.empty()) return labels;
+  const std::string prefix = "acceleratable.feature.gpustack.ai/";
+  labels["feature.gpustack.ai/acceleratable"] = "true";
+  for (const devices::Group& g : spec.groups) {
+    const std::string mfr = prefix + g.manufacturer;
+    labels[mfr] = "true";
+    if (!g.driver_version.empty()) labels[mfr + ".driver-version"] = LabelValue(g.driver_version);
+    if (!g.runtime_version.empty()) labels[mfr + ".runtime-version"] = LabelValue(g.runtime_version);
+    const std::string key = prefix + node_profile::AcceleratorKey(g.manufacturer, g.id);
+    labels[key] = "true";
+    labels[key + ".product"] = LabelValue(g.name);
+    labels[key + ".memory"] = node_profile::MemoryQuantity(g.memory);
+    labels[key + ".cores"] = std::to_string(g.cores);
+    labels[key + ".count"] = std::to_string(g.accelerators.size());
+    if (!g.family.empty()) labels[key + ".family"] = LabelValue(g.family);
+    if (!g.compute_capability.empty()) labels[key + ".comcap"] = LabelValue(g.compute_capability);
+  }
+  return labels;
+}
+
+}  // namespace gpustack::device_manager

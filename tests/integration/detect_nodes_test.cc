@@ -1,0 +1,172 @@
+// `device-manager detect` on each fixture node, through the real binary, the production plugins
+// and the fake vendor libraries: the printed Devices spec must equal the node's expected spec,
+// and, fed to the ledger, must reproduce the capacity rows and node counts the reference
+// recorded on real clusters (reference-behaviour.md §12, items 3 and 13-16).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "host/devices/model.h"
+#include "host/devices/views.h"
+
+namespace gpustack {
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int exit_code = -1;
+  json report;
+};
+
+CliRun Detect(const std::string& node, const std::string& extra_env = "") {
+  const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
+  const std::string command =
+      "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" + node + ".json' " +
+      "GPUSTACK_NVIDIA_LIBRARY='" + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1' " +
+      extra_env + " '" + GPUSTACK_BINARY + "' device-manager detect -o json --node-name " + node +
+      " --sysfs-root '" + trees + "/sys' --proc-root '" + trees + "/proc' 2>/dev/null";
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::string out;
+  std::array<char, 4096> buffer;
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.report = json::parse(out, nullptr, false);
+  return run;
+}
+
+json Expected(const std::string& node) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/" + node + ".devices.json");
+  return json::parse(in, nullptr, false);
+}
+
+class DetectNode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DetectNode, PrintsTheExpectedDevicesSpec) {
+  const CliRun run = Detect(GetParam());
+  ASSERT_EQ(run.exit_code, 0) << run.report.dump(1);
+  const json expected = Expected(GetParam());
+  ASSERT_FALSE(expected.is_discarded());
+  EXPECT_EQ(run.report["devices"]["spec"], expected)
+      << "got:\n" << run.report["devices"]["spec"].dump(1);
+  EXPECT_EQ(run.report["devices"]["metadata"]["name"], GetParam());
+  // The spec is what the CRD accepts.
+  auto spec = devices::SpecFromJson(run.report["devices"]["spec"]);
+  EXPECT_TRUE(spec) << spec.error();
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
+                         ::testing::Values("nvidia-a10g", "nvidia-t4x4", "nvidia-h100x8-mig-off",
+                                           "nvidia-h100x8-mig-on", "nvidia-h100x8-mig-mixed",
+                                           "mixed-nvidia-amd"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+devices::NodeLedger Ledger(const std::string& node) {
+  const CliRun run = Detect(node);
+  auto spec = devices::SpecFromJson(run.report["devices"]["spec"]);
+  if (!spec) throw std::runtime_error(node + ": " + spec.error());
+  return devices::NodeLedger(node, *spec);
+}
+
+std::string Row(const devices::NodeLedger& node, const std::string& group) {
+  return devices::FormatViews(devices::ComputePoolViews({&node}, "nvidia", group));
+}
+
+const devices::ResourceKind kNvidia{"nvidia", "nvidia.com/gpu", "mig"};
+
+TEST(DetectedCapacity, MatchesTheRecordedRows) {
+  EXPECT_EQ(Row(Ledger("nvidia-a10g"), "a10g"), "1/1 10/10 100/100 0/0");
+  EXPECT_EQ(Row(Ledger("nvidia-t4x4"), "tesla-t4"), "4/4 10/40 100/400 0/0");
+  EXPECT_EQ(Row(Ledger("nvidia-h100x8-mig-off"), "h100-80gb-hbm3"), "8/8 10/80 100/800 0/0");
+  EXPECT_EQ(Row(Ledger("nvidia-h100x8-mig-on"), "h100-80gb-hbm3"), "0/0 0/0 0/0 1/56");
+  EXPECT_EQ(Row(Ledger("nvidia-h100x8-mig-mixed"), "h100-80gb-hbm3"), "5/5 10/50 100/500 1/21");
+}
+
+TEST(DetectedCapacity, MatchesTheRecordedNodeCounts) {
+  const devices::NodeLedger off = Ledger("nvidia-h100x8-mig-off");
+  const auto keys = devices::CountingKeys(off, kNvidia);
+  EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.memory-mib"), 655360);  // 8 x 81920 (nominal)
+  EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.cores-percentage"), 102400);
+  EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.units"), 12800000);
+
+  const devices::NodeLedger on = Ledger("nvidia-h100x8-mig-on");
+  const auto counts = devices::AdvertisedCounts(on, kNvidia);
+  EXPECT_EQ(counts.at("nvidia.com/gpu"), 0);
+  EXPECT_EQ(counts.at("nvidia.com/gpu.partitioned"), 56);
+  const auto on_keys = devices::CountingKeys(on, kNvidia);
+  const std::map<std::string, int64_t> recorded = {{"1g.10gb", 56}, {"1g.20gb", 32},
+                                                   {"2g.20gb", 24}, {"3g.40gb", 16},
+                                                   {"4g.40gb", 8},  {"7g.80gb", 8}};
+  for (const auto& [profile, count] : recorded) {
+    EXPECT_EQ(on_keys.at("nvidia.com/gpu.partitioned.mig-" + profile), count) << profile;
+  }
+  const devices::NodeLedger mixed = Ledger("nvidia-h100x8-mig-mixed");
+  EXPECT_EQ(devices::CountingKeys(mixed, kNvidia).at("nvidia.com/gpu.partitioned.units"), 4800000);
+  EXPECT_EQ(devices::AdvertisedCounts(mixed, kNvidia).at("nvidia.com/gpu.sliced"), 640);
+}
+
+TEST(DetectedLabels, CarryTheReferenceKeysAndValues) {
+  const json labels = Detect("nvidia-a10g").report["devices"]["metadata"]["labels"];
+  const std::string p = "acceleratable.feature.gpustack.ai/";
+  EXPECT_EQ(labels["feature.gpustack.ai/acceleratable"], "true");
+  EXPECT_EQ(labels[p + "nvidia-a10g.memory"], "24Gi");
+  EXPECT_EQ(labels[p + "nvidia-a10g.cores"], "10240");
+  EXPECT_EQ(labels[p + "nvidia-a10g.family"], "Ampere");
+  EXPECT_EQ(labels[p + "nvidia-a10g.comcap"], "8.6");
+  EXPECT_EQ(labels[p + "nvidia-a10g.product"], "NVIDIA-A10G");
+  EXPECT_EQ(labels[p + "nvidia.driver-version"], "580.159.03");
+  EXPECT_EQ(labels[p + "nvidia.runtime-version"], "13.0");
+  EXPECT_EQ(Detect("nvidia-t4x4").report["devices"]["metadata"]["labels"][p + "nvidia-tesla-t4.memory"],
+            "16Gi");
+}
+
+TEST(DetectedProfile, ReportsTheNodesCpuAndKey) {
+  const json profile = Detect("nvidia-a10g").report["nodeProfile"];
+  EXPECT_EQ(profile["cpu"]["key"], "amd-epyc-7r32");
+  EXPECT_EQ(profile["cpu"]["logicalCores"], 4);
+  EXPECT_EQ(profile["cpu"]["physicalCores"], 2);
+}
+
+TEST(DetectFailures, AFailingLibraryIsReportedAndExitsOne) {
+  const CliRun run = Detect("nvidia-a10g", "GPUSTACK_NVIDIA_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+  EXPECT_EQ(run.exit_code, 1);
+  for (const json& p : run.report["plugins"]) {
+    if (p["name"] != "nvidia") continue;
+    EXPECT_EQ(p["discovery"]["status"], "UNAVAILABLE");
+    EXPECT_NE(p["discovery"]["message"].get<std::string>().find("GPUSTACK_NVIDIA_LIBRARY"),
+              std::string::npos);
+  }
+  EXPECT_TRUE(run.report["devices"]["spec"]["groups"].empty());
+}
+
+TEST(DetectOutput, YamlIsTheDefault) {
+  const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/nvidia-a10g";
+  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) +
+                              "/nvidia-a10g.json' GPUSTACK_NVIDIA_LIBRARY='" +
+                              GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1' '" + GPUSTACK_BINARY +
+                              "' device-manager detect --sysfs-root '" + trees + "/sys' 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buffer;
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  EXPECT_EQ(::pclose(pipe), 0);
+  EXPECT_NE(out.find("kind: Devices\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("id: a10g\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("computeCapability: \"8.6\""), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace gpustack

@@ -1,0 +1,274 @@
+// The production NVML-family plugins (NVIDIA here) loaded by the real loader, driving the fake
+// NVML built from tests/fakes/vendor: discovery on fixture nodes, error injection, the
+// last-good rule, partition create/list/destroy with ownership, and metrics.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "host/device_manager/last_good.h"
+#include "host/loader/loader.h"
+#include "host/pci/pci_inventory.h"
+
+namespace gpustack {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kNodes = GPUSTACK_NODES_DIR;  // scenario files
+const std::string kTrees = GPUSTACK_NODE_TREES_DIR;
+const std::string kFakeNvml = std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libnvidia-ml.so.1";
+
+class NvmlPluginTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    plugins_.clear();
+    fs::remove_all(state_dir_);
+    if (!fixture_copy_.empty()) fs::remove(fixture_copy_);
+    ::unsetenv("GPUSTACK_FAKE_FIXTURE");
+  }
+
+  // The scenario, optionally with `errors` injected into its nvml section.
+  void UseNode(const std::string& node, const json& errors = nullptr) {
+    std::string fixture = kNodes + "/" + node + ".json";
+    if (!errors.is_null()) {
+      std::ifstream in(fixture);
+      json scenario = json::parse(in);
+      scenario["nvml"]["errors"] = errors;
+      fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
+      std::ofstream(fixture_copy_) << scenario.dump();
+      fixture = fixture_copy_;
+    }
+    ::setenv("GPUSTACK_FAKE_FIXTURE", fixture.c_str(), 1);
+    auto inventory = pci::Scan({kTrees + "/" + node + "/sys", {"02", "03", "0b", "12"}});
+    ASSERT_TRUE(inventory) << inventory.error();
+    inventory_ = *inventory;
+  }
+
+  loader::Plugin& Start(const std::string& library = kFakeNvml) {
+    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/nvidia.json");
+    EXPECT_TRUE(manifest) << manifest.error();
+    auto loaded = loader::Load(*manifest, {});
+    EXPECT_TRUE(loaded) << loaded.error();
+    plugins_.push_back(std::move(loaded).value());
+    auto init = plugins_.back()->Init({{"library_path", library}, {"state_dir", state_dir_}},
+                                      inventory_);
+    EXPECT_TRUE(init) << init.error();
+    return *plugins_.back();
+  }
+
+  std::vector<pci::PciDevice> inventory_;
+  std::vector<std::unique_ptr<loader::Plugin>> plugins_;
+  std::string state_dir_ = fs::temp_directory_path() / ("nvml-state-" + std::to_string(::getpid()));
+  std::string fixture_copy_;
+};
+
+TEST_F(NvmlPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
+  UseNode("nvidia-t4x4");
+  auto groups = Start().Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->size(), 1u);
+  const sdk::AcceleratorGroup& g = groups->front();
+  EXPECT_EQ(g.product, "Tesla T4");
+  EXPECT_EQ(g.memory_mib, 15360u);
+  EXPECT_EQ(g.cores, 2560u);
+  EXPECT_EQ(g.family, "Turing");
+  EXPECT_EQ(g.compute_capability, "7.5");
+  EXPECT_EQ(g.driver_version, "580.159.03");
+  EXPECT_EQ(g.runtime_version, "13.0");
+  ASSERT_EQ(g.accelerators.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    const sdk::Accelerator& a = g.accelerators[i];
+    EXPECT_EQ(a.index, i);
+    EXPECT_EQ(a.physical_indexes, std::vector<uint32_t>{i});
+    EXPECT_EQ(a.pci_class, 0x030200u);
+    EXPECT_EQ(a.logical_slice_count, 128u);
+    EXPECT_TRUE(a.cores_percentage_overcommit);
+    EXPECT_EQ(a.partition_mode, GPUSTACK_PARTITION_MODE_UNSUPPORTED);
+  }
+  EXPECT_EQ(g.accelerators[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
+}
+
+TEST_F(NvmlPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
+  UseNode("nvidia-a10g");
+  auto groups = Start("/nonexistent/libnvidia-ml.so.1").Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_NE(groups.error().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << groups.error();
+  EXPECT_NE(groups.error().find("GPUSTACK_NVIDIA_LIBRARY"), std::string::npos) << groups.error();
+}
+
+TEST_F(NvmlPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
+  UseNode("nvidia-a10g");
+  // T-Head's fake exports hgml* names only: not an NVML.
+  auto groups = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so").Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_NE(groups.error().find("lacks nvmlInit_v2"), std::string::npos) << groups.error();
+}
+
+TEST_F(NvmlPluginTest, InitFailureIsUnavailableAndRetried) {
+  UseNode("nvidia-a10g", {{"Init", {{"code", 9}}}});
+  loader::Plugin& plugin = Start();
+  for (int pass = 0; pass < 2; ++pass) {
+    auto groups = plugin.Discover();
+    ASSERT_FALSE(groups);
+    EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+    EXPECT_NE(groups.error().find("Driver Not Loaded"), std::string::npos) << groups.error();
+  }
+}
+
+TEST_F(NvmlPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodResultStays) {
+  // Four good UUID reads (the first pass), then the GPU is lost.
+  UseNode("nvidia-t4x4", {{"DeviceGetUUID", {{"code", 15}, {"after", 4}}}});
+  loader::Plugin& plugin = Start();
+  device_manager::LastGoodDiscovery published;
+
+  auto first = plugin.Discover();
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(published.Update("nvidia", first).groups.front().accelerators.size(), 4u);
+
+  auto second = plugin.Discover();
+  ASSERT_FALSE(second) << "a shortened list must not be reported as success";
+  EXPECT_EQ(second.failure().code, GPUSTACK_STATUS_INTERNAL);
+  EXPECT_NE(second.error().find("device 0: uuid: GPU is lost"), std::string::npos) << second.error();
+  const auto& entry = published.Update("nvidia", second);
+  EXPECT_TRUE(entry.stale);
+  ASSERT_EQ(entry.groups.size(), 1u);
+  EXPECT_EQ(entry.groups.front().accelerators.size(), 4u) << "the last good result is kept";
+
+  // A clean pass that finds nothing does remove them.
+  EXPECT_TRUE(published.Update("nvidia", std::vector<sdk::AcceleratorGroup>{}).groups.empty());
+}
+
+TEST_F(NvmlPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
+  UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 3}, {"after", 3}}}});
+  auto groups = Start().Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->front().accelerators.size(), 3u);
+  EXPECT_EQ(groups->front().accelerators.back().physical_indexes, std::vector<uint32_t>{2});
+}
+
+TEST_F(NvmlPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacements) {
+  UseNode("nvidia-h100x8-mig-mixed");
+  auto groups = Start().Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const auto& cards = groups->front().accelerators;
+  ASSERT_EQ(cards.size(), 8u);
+  for (size_t i = 0; i < cards.size(); ++i) {
+    const bool mig = i < 3;
+    EXPECT_EQ(cards[i].partition_mode,
+              mig ? GPUSTACK_PARTITION_MODE_ENABLED : GPUSTACK_PARTITION_MODE_DISABLED);
+    EXPECT_EQ(cards[i].logical_slice_count, mig ? 0u : 128u);
+    EXPECT_EQ(cards[i].partition_profiles.size(), mig ? 6u : 0u);
+  }
+  std::vector<std::string> names;
+  for (const auto& p : cards[0].partition_profiles) names.push_back(p.name);
+  // The driver's "1g.10gb+me" variant is not a resource name and is left out.
+  EXPECT_EQ(names, (std::vector<std::string>{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb",
+                                             "7g.80gb"}));
+  const sdk::PartitionProfile& three = cards[0].partition_profiles[3];
+  EXPECT_EQ(three.memory_slices, 4u);
+  EXPECT_EQ(three.max_count, 2u);
+  ASSERT_EQ(three.placements.size(), 2u);
+  EXPECT_EQ(three.placements[1].start, 4u);
+}
+
+TEST_F(NvmlPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
+  UseNode("nvidia-h100x8-mig-on");
+  loader::Plugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const std::string gpu0 = groups->front().accelerators[0].id;
+  const std::string gpu7 = groups->front().accelerators[7].id;
+
+  // The administrator's partition on GPU 7 is listed, with no owner.
+  auto admin = plugin.ListPartitions(gpu7);
+  ASSERT_TRUE(admin) << admin.error();
+  ASSERT_EQ(admin->size(), 1u);
+  EXPECT_EQ(admin->front().profile, "3g.40gb");
+  EXPECT_EQ(admin->front().placement.start, 4u);
+  EXPECT_EQ(admin->front().owner, "");
+  auto refused = plugin.DestroyPartition({gpu7, admin->front().id, "pod-1/main"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+
+  auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
+  ASSERT_TRUE(made) << made.error();
+  EXPECT_EQ(made->accelerator_id, gpu0);
+  EXPECT_EQ(made->id.rfind("MIG-", 0), 0u) << made->id;
+  EXPECT_EQ(made->owner, "pod-1/main");
+
+  auto overlap = plugin.CreatePartition({gpu0, "1g.10gb", {2, 1}, "pod-2/main"});
+  ASSERT_FALSE(overlap);
+  EXPECT_EQ(overlap.failure().code, GPUSTACK_STATUS_RESOURCE_EXHAUSTED);
+  auto illegal = plugin.CreatePartition({gpu0, "3g.40gb", {2, 4}, "pod-2/main"});
+  ASSERT_FALSE(illegal);
+  EXPECT_EQ(illegal.failure().code, GPUSTACK_STATUS_INVALID_ARGUMENT);
+  auto unknown = plugin.CreatePartition({gpu0, "5g.50gb", {0, 4}, "pod-2/main"});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_INVALID_ARGUMENT);
+
+  // A second instance of the plugin (a restarted device manager) still knows the owner.
+  loader::Plugin& restarted = Start();
+  auto listed = restarted.ListPartitions(gpu0);
+  ASSERT_TRUE(listed) << listed.error();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().id, made->id);
+  EXPECT_EQ(listed->front().owner, "pod-1/main");
+
+  auto wrong_owner = restarted.DestroyPartition({gpu0, made->id, "pod-2/main"});
+  ASSERT_FALSE(wrong_owner);
+  EXPECT_EQ(wrong_owner.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  ASSERT_TRUE(restarted.DestroyPartition({gpu0, made->id, "pod-1/main"}));
+  auto after = restarted.ListPartitions(gpu0);
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_TRUE(after->empty());
+  auto gone = restarted.DestroyPartition({gpu0, made->id, "pod-1/main"});
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+  // The placement is free again.
+  EXPECT_TRUE(restarted.CreatePartition({gpu0, "7g.80gb", {0, 8}, "pod-3/main"}));
+}
+
+TEST_F(NvmlPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
+  UseNode("nvidia-h100x8-mig-mixed");
+  loader::Plugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  auto made = plugin.CreatePartition({groups->front().accelerators[5].id, "1g.10gb", {0, 1}, "p"});
+  ASSERT_FALSE(made);
+  EXPECT_EQ(made.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  EXPECT_NE(made.error().find("not in partition (MIG) mode"), std::string::npos) << made.error();
+}
+
+TEST_F(NvmlPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
+  UseNode("nvidia-t4x4", {{"DeviceGetPowerUsage", {{"code", 3}}}});
+  loader::Plugin& plugin = Start();
+  auto snapshot = plugin.SampleMetrics({{}, true});
+  ASSERT_TRUE(snapshot) << snapshot.error();
+  ASSERT_EQ(snapshot->devices.size(), 4u);
+  const sdk::DeviceSample& s = snapshot->devices[1];
+  EXPECT_EQ(s.memory_total_mib, 15360.0);
+  EXPECT_EQ(s.memory_used_mib, 400.0);  // 300 + 1 x 100 in the fixture
+  EXPECT_NEAR(*s.memory_utilization_percent, 100.0 * 400 / 15360, 1e-9);
+  EXPECT_EQ(s.cores_utilization_percent, 10.0);
+  EXPECT_EQ(s.temperature_celsius, 41.0);
+  EXPECT_FALSE(s.power_watts.has_value()) << "not measured is absent, never zero";
+  EXPECT_EQ(s.health, GPUSTACK_HEALTH_HEALTHY);
+  ASSERT_EQ(snapshot->processes.size(), 4u);
+  EXPECT_EQ(snapshot->processes[1].pid, 4001u);
+  EXPECT_EQ(snapshot->processes[1].memory_used_mib, 200.0);
+  EXPECT_EQ(snapshot->processes[1].cores_utilization_percent, 10.0);
+
+  auto unknown = plugin.SampleMetrics({{"GPU-nope"}, false});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace gpustack
