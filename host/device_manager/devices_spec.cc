@@ -94,7 +94,7 @@ std::map<std::string, std::string> DeviceLabels(const devices::DevicesSpec& spec
     labels[key] = "true";
     labels[key + ".product"] = LabelValue(g.name);
     labels[key + ".memory"] = node_profile::MemoryQuantity(g.memory);
-    labels[key + ".cores"] = std::to_string(g.cores);
+    if (g.cores > 0) labels[key + ".cores"] = std::to_string(g.cores);  // 0: not reported
     labels[key + ".count"] = std::to_string(g.accelerators.size());
     if (!g.family.empty()) labels[key + ".family"] = LabelValue(g.family);
     if (!g.compute_capability.empty()) labels[key + ".comcap"] = LabelValue(g.compute_capability);

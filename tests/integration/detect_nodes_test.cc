@@ -24,11 +24,18 @@ struct CliRun {
   json report;
 };
 
+// Every plugin pointed at its fake management library.
+std::string FakeLibraries() {
+  const std::string dir = GPUSTACK_FAKE_VENDOR_DIR;
+  return "GPUSTACK_NVIDIA_LIBRARY='" + dir + "/libnvidia-ml.so.1' GPUSTACK_ILUVATAR_LIBRARY='" + dir +
+         "/libixml.so' GPUSTACK_THEAD_LIBRARY='" + dir + "/libhgml.so' ";
+}
+
 CliRun Detect(const std::string& node, const std::string& extra_env = "") {
   const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
   const std::string command =
       "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" + node + ".json' " +
-      "GPUSTACK_NVIDIA_LIBRARY='" + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1' " +
+      FakeLibraries() +
       extra_env + " '" + GPUSTACK_BINARY + "' device-manager detect -o json --node-name " + node +
       " --sysfs-root '" + trees + "/sys' --proc-root '" + trees + "/proc' 2>/dev/null";
   CliRun run;
@@ -66,7 +73,8 @@ TEST_P(DetectNode, PrintsTheExpectedDevicesSpec) {
 INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
                          ::testing::Values("nvidia-a10g", "nvidia-t4x4", "nvidia-h100x8-mig-off",
                                            "nvidia-h100x8-mig-on", "nvidia-h100x8-mig-mixed",
-                                           "mixed-nvidia-amd"),
+                                           "mixed-nvidia-amd", "iluvatar-bi-v150x2",
+                                           "thead-ppu-zw810ex2", "cpu-only"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

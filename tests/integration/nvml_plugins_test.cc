@@ -38,7 +38,9 @@ class NvmlPluginTest : public ::testing::Test {
     if (!errors.is_null()) {
       std::ifstream in(fixture);
       json scenario = json::parse(in);
-      scenario["nvml"]["errors"] = errors;
+      for (const char* section : {"nvml", "hgml", "ixml"}) {
+        if (scenario.contains(section)) scenario[section]["errors"] = errors;
+      }
       fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
       std::ofstream(fixture_copy_) << scenario.dump();
       fixture = fixture_copy_;
@@ -49,8 +51,9 @@ class NvmlPluginTest : public ::testing::Test {
     inventory_ = *inventory;
   }
 
-  loader::Plugin& Start(const std::string& library = kFakeNvml) {
-    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/nvidia.json");
+  loader::Plugin& Start(const std::string& library = kFakeNvml,
+                        const std::string& plugin = "nvidia") {
+    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + plugin + ".json");
     EXPECT_TRUE(manifest) << manifest.error();
     auto loaded = loader::Load(*manifest, {});
     EXPECT_TRUE(loaded) << loaded.error();
@@ -268,6 +271,42 @@ TEST_F(NvmlPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   auto unknown = plugin.SampleMetrics({{"GPU-nope"}, false});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+}
+
+TEST_F(NvmlPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
+  UseNode("thead-ppu-zw810ex2");
+  loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so", "thead");
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const auto& cards = groups->front().accelerators;
+  ASSERT_EQ(cards.size(), 2u);
+  // The driver reports minors 1 and 2; the card nodes are /dev/alixpu_ppu0 and 1.
+  EXPECT_EQ(cards[0].physical_indexes, std::vector<uint32_t>{0});
+  EXPECT_EQ(cards[1].physical_indexes, std::vector<uint32_t>{1});
+  EXPECT_EQ(cards[0].logical_slice_count, 0u);
+  ASSERT_EQ(cards[1].partition_profiles.size(), 2u) << "the +gfx variant is not offered";
+  EXPECT_EQ(cards[1].partition_profiles[0].name, "4g.48gb");
+  EXPECT_EQ(cards[1].partition_profiles[1].name, "8g.96gb");
+
+  auto made = plugin.CreatePartition({cards[1].id, "4g.48gb", {4, 4}, "pod-9/main"});
+  ASSERT_TRUE(made) << made.error();
+  auto listed = plugin.ListPartitions("");
+  ASSERT_TRUE(listed) << listed.error();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().owner, "pod-9/main");
+  EXPECT_TRUE(plugin.DestroyPartition({cards[1].id, made->id, "pod-9/main"}));
+}
+
+TEST_F(NvmlPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
+  UseNode("iluvatar-bi-v150x2");
+  loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libixml.so", "iluvatar");
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->front().accelerators.size(), 2u);
+  EXPECT_EQ(groups->front().cores, 0u) << "not reported by this library: left unknown";
+  auto partitions = plugin.ListPartitions("");
+  ASSERT_FALSE(partitions);
+  EXPECT_EQ(partitions.failure().code, GPUSTACK_STATUS_UNIMPLEMENTED);
 }
 
 }  // namespace

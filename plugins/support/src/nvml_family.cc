@@ -84,7 +84,8 @@ bool NvmlFamilyPlugin::EnsureLoaded() {
     const auto override_path = host_.Config("library_path");
     for (const std::string& path : traits_.preload_candidates) {
       std::string ignored;
-      if (auto lib = VendorLibrary::Open({.override_path = {}, .candidates = {path}}, &ignored)) {
+      if (auto lib = VendorLibrary::Open({.override_path = {}, .candidates = {path}, .global = true},
+                                         &ignored)) {
         preloaded_.push_back(std::move(lib));
         break;
       }

@@ -14,7 +14,7 @@ std::unique_ptr<VendorLibrary> VendorLibrary::Open(const LibrarySearch& search,
   std::string tried;
   for (const std::string& path : paths) {
     dlerror();
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle = dlopen(path.c_str(), RTLD_NOW | (search.global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (handle != nullptr) return std::unique_ptr<VendorLibrary>(new VendorLibrary(handle, path));
     const char* why = dlerror();
     if (!tried.empty()) tried += "; ";

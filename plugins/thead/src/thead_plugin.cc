@@ -1,13 +1,34 @@
-// The T-Head plugin (alibabacloud.com/ppu).
+// The T-Head PPU plugin (alibabacloud.com/ppu): discovery, metrics and MIG partitions through HGML
+// (libhgml.so, which needs libuki.so loaded first), NVML's API under an `hgml` prefix.
 //
-// It identifies itself; discovery, slicing, partitions and metrics through
-// HGML (libhgml.so, after libuki.so) are not implemented yet and answer UNIMPLEMENTED (see
-// README.md).
+// Two T-Head rules live in the traits: the card's device node /dev/alixpu_ppu<N> is the driver's
+// minor minus one, and profile ids are sparse, so every id is probed and matched by name
+// ("MIG 4g48gb" is published as 4g.48gb).
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/nvml_family.h>
 
 namespace {
 
-class TheadPlugin final : public gpustack::sdk::Plugin {
+gpustack::support::NvmlFamilyTraits Traits() {
+  return {
+      .manufacturer = "thead",
+      .prefix = "hgml",
+      .pci_vendor_ids = {0x1ded},
+      .library_env = "GPUSTACK_THEAD_LIBRARY",
+      .library_candidates = {"libhgml.so", "/usr/lib/libhgml.so", "/usr/lib64/libhgml.so"},
+      .preload_candidates = {"libuki.so", "/usr/lib/libuki.so", "/usr/lib64/libuki.so"},
+      .install_hint = "install the PPU driver (libhgml.so and libuki.so)",
+      .logical_slice_count = 0,  // no logical slicing is known for PPU
+      .cores_percentage_overcommit = false,
+      .partitions = true,
+      .profile_probe_count = 85,
+      .minor_offset = -1,
+      .family_name = {},
+  };
+}
+
+class TheadPlugin final : public gpustack::support::NvmlFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -17,13 +38,13 @@ class TheadPlugin final : public gpustack::sdk::Plugin {
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1ded},
         .capabilities =
-            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PARTITIONING,
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "mig",
     };
     return identity;
   }
 
-  explicit TheadPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit TheadPlugin(const gpustack::sdk::Host& host) : NvmlFamilyPlugin(host, Traits()) {}
 };
 
 }  // namespace

@@ -18,7 +18,10 @@ namespace gpustack::support {
 struct LibrarySearch {
   std::string override_path;
   std::vector<std::string> candidates;
-  // RTLD_LOCAL always; Hygon's MIG library exports NVML's names and must not leak them.
+  // RTLD_LOCAL unless set: Hygon's and Iluvatar's libraries export NVML's names and must not
+  // leak them. Only a dependency another vendor library needs resolved (T-Head's libuki) is
+  // opened global.
+  bool global = false;
 };
 
 class VendorLibrary {
