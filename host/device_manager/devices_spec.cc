@@ -66,7 +66,7 @@ Result<devices::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& dis
                                                   options.group_id_with_memory);
       group.manufacturer = d.manufacturer;
       group.name = g.product;
-      group.memory = node_profile::NominalMemoryMib(g.memory_mib);
+      group.memory = g.memory_mib;
       group.cores = g.cores;
       group.driver_version = g.driver_version;
       group.runtime_version = g.runtime_version;

@@ -83,7 +83,7 @@ std::string AcceleratorGroupId(std::string_view manufacturer, std::string_view p
   const std::string prefix = LabelSegment(manufacturer) + "-";
   if (id.rfind(prefix, 0) == 0) id.erase(0, prefix.size());
   if (with_memory && memory_mib > 0) {
-    id += "-" + std::to_string(NominalMemoryMib(memory_mib) / 1024) + "g";
+    id += "-" + std::to_string((memory_mib + 512) / 1024) + "g";
   }
   return LabelSegment(id);
 }
@@ -92,17 +92,11 @@ std::string AcceleratorKey(std::string_view manufacturer, std::string_view group
   return LabelSegment(std::string(manufacturer) + "-" + std::string(group_id));
 }
 
-uint64_t NominalMemoryMib(uint64_t driver_mib) {
-  uint64_t gib = (driver_mib + 1023) / 1024;
-  if (gib > 8) gib = (gib + 3) / 4 * 4;
-  return gib * 1024;
-}
-
 std::string MemoryQuantity(uint64_t mib) {
-  if (mib == 0) return "0";
-  if (mib % (1024 * 1024) == 0) return std::to_string(mib / (1024 * 1024)) + "Ti";
-  if (mib % 1024 == 0) return std::to_string(mib / 1024) + "Gi";
-  return std::to_string(mib) + "Mi";
+  if (mib < 1024) return std::to_string(mib) + "Mi";
+  const uint64_t gib = (mib + 512) / 1024;
+  if (gib % 1024 == 0) return std::to_string(gib / 1024) + "Ti";
+  return std::to_string(gib) + "Gi";
 }
 
 }  // namespace gpustack::node_profile

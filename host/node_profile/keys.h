@@ -21,17 +21,14 @@ std::string CpuKey(std::string_view vendor, std::string_view name, std::string_v
                    std::string_view model);
 
 // "NVIDIA H100 80GB HBM3" (manufacturer "nvidia") -> "h100-80gb-hbm3"; "Tesla T4" ->
-// "tesla-t4". With `with_memory` the nominal size is appended: "tesla-t4-16g".
+// "tesla-t4". With `with_memory` the size in whole GiB is appended: "tesla-t4-16g".
 std::string AcceleratorGroupId(std::string_view manufacturer, std::string_view product,
                                uint64_t memory_mib = 0, bool with_memory = false);
 // "<manufacturer>-<group id>": "nvidia-a10g".
 std::string AcceleratorKey(std::string_view manufacturer, std::string_view group_id);
 
-// The marketed size of a card from what its driver reports (which excludes reserved memory):
-// whole GiB rounded up, and above 8 GiB up to a multiple of 4 GiB. T4 15360 -> 16384;
-// A10G 23028 -> 24576; H100 81559 -> 81920.
-uint64_t NominalMemoryMib(uint64_t driver_mib);
-// The label form of a MiB size at its largest whole binary unit: 24576 -> "24Gi", 512 -> "512Mi".
+// The label form of a card's memory at its largest binary unit, to the nearest whole unit:
+// 24576 -> "24Gi", 16368 -> "16Gi" (RX 7800 XT), 512 -> "512Mi".
 std::string MemoryQuantity(uint64_t mib);
 
 }  // namespace gpustack::node_profile

@@ -37,10 +37,12 @@ std::string Sysfs(const std::string& node) {
   return std::string("--sysfs-root '") + GPUSTACK_NODE_TREES_DIR + "/" + node + "/sys'";
 }
 
-// The fake NVML with the node's fixture: the production NVIDIA plugin then really discovers.
-std::string FakeNvml(const std::string& node) {
+// The fake vendor libraries with the node's fixture: the production plugins then really discover.
+std::string FakeLibraries(const std::string& node) {
+  const std::string dir = GPUSTACK_FAKE_VENDOR_DIR;
   return std::string("GPUSTACK_FAKE_FIXTURE='") + GPUSTACK_NODES_DIR + "/" + node +
-         ".json' GPUSTACK_NVIDIA_LIBRARY='" + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1'";
+         ".json' GPUSTACK_NVIDIA_LIBRARY='" + dir + "/libnvidia-ml.so.1' GPUSTACK_AMD_LIBRARY='" +
+         dir + "/librocm_smi64.so'";
 }
 
 std::string FakeDir(const std::string& name) {
@@ -65,7 +67,7 @@ TEST(DetectCli, NodeWithoutAcceleratorsIsAnHonestEmptyResult) {
 }
 
 TEST(DetectCli, AutoEnablesThePluginWhoseVendorIsPresent) {
-  const CliRun run = Detect(Sysfs("nvidia-a10g") + " -o json", FakeNvml("nvidia-a10g"));
+  const CliRun run = Detect(Sysfs("nvidia-a10g") + " -o json", FakeLibraries("nvidia-a10g"));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   const json* nvidia = FindPlugin(report, "nvidia");
@@ -81,7 +83,7 @@ TEST(DetectCli, AutoEnablesThePluginWhoseVendorIsPresent) {
 }
 
 TEST(DetectCli, MixedNodeEnablesBothVendors) {
-  const CliRun run = Detect(Sysfs("mixed-nvidia-amd") + " -o json", FakeNvml("mixed-nvidia-amd"));
+  const CliRun run = Detect(Sysfs("mixed-nvidia-amd") + " -o json", FakeLibraries("mixed-nvidia-amd"));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   int enabled = 0;
@@ -113,7 +115,7 @@ TEST(DetectCli, ReportsWhatAnEnabledPluginDiscovers) {
 TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   const CliRun run = Detect(Sysfs("nvidia-a10g") + " --plugin-dir " + FakeDir("init-fails") +
                                 " --enable 'init-fails=on' -o json",
-                            FakeNvml("nvidia-a10g"));
+                            FakeLibraries("nvidia-a10g"));
   EXPECT_EQ(run.exit_code, 1) << "an enabled plugin failed";
   const json report = json::parse(run.out);
   const json* broken = FindPlugin(report, "init-fails");

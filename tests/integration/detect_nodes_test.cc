@@ -28,7 +28,8 @@ struct CliRun {
 std::string FakeLibraries() {
   const std::string dir = GPUSTACK_FAKE_VENDOR_DIR;
   return "GPUSTACK_NVIDIA_LIBRARY='" + dir + "/libnvidia-ml.so.1' GPUSTACK_ILUVATAR_LIBRARY='" + dir +
-         "/libixml.so' GPUSTACK_THEAD_LIBRARY='" + dir + "/libhgml.so' ";
+         "/libixml.so' GPUSTACK_THEAD_LIBRARY='" + dir + "/libhgml.so' GPUSTACK_AMD_LIBRARY='" +
+         dir + "/librocm_smi64.so' GPUSTACK_HYGON_LIBRARY='" + dir + "/librocm_smi64.so' ";
 }
 
 CliRun Detect(const std::string& node, const std::string& extra_env = "") {
@@ -74,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
                          ::testing::Values("nvidia-a10g", "nvidia-t4x4", "nvidia-h100x8-mig-off",
                                            "nvidia-h100x8-mig-on", "nvidia-h100x8-mig-mixed",
                                            "mixed-nvidia-amd", "iluvatar-bi-v150x2",
-                                           "thead-ppu-zw810ex2", "cpu-only"),
+                                           "thead-ppu-zw810ex2", "amd-mi210x2", "hygon-k100x4",
+                                           "cpu-only"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -138,6 +140,25 @@ TEST(DetectedLabels, CarryTheReferenceKeysAndValues) {
   EXPECT_EQ(labels[p + "nvidia.runtime-version"], "13.0");
   EXPECT_EQ(Detect("nvidia-t4x4").report["devices"]["metadata"]["labels"][p + "nvidia-tesla-t4.memory"],
             "16Gi");
+}
+
+// Reference §12 item 22: the AMD RX 7800 XT group as the reference's detect printed it.
+TEST(DetectedGroups, AmdRx7800XtMatchesTheRecordedDetect) {
+  const json groups = Detect("mixed-nvidia-amd").report["devices"]["spec"]["groups"];
+  const json* amd = nullptr;
+  for (const json& g : groups) {
+    if (g["manufacturer"] == "amd") amd = &g;
+  }
+  ASSERT_NE(amd, nullptr) << groups.dump(1);
+  EXPECT_EQ((*amd)["id"], "radeon-rx-7800-xt");
+  EXPECT_EQ((*amd)["memory"], 16368);
+  EXPECT_EQ((*amd)["cores"], 60);
+  EXPECT_EQ((*amd)["computeCapability"], "gfx1101");
+  const json& card = (*amd)["accelerators"][0];
+  EXPECT_EQ(card["status"]["logicalSliced"]["count"], 128);
+  EXPECT_EQ(card["status"]["logicalSliced"]["coresPercentageOvercommit"], true);
+  // The DRM card and render numbers, never an enumeration index.
+  EXPECT_EQ(card["physicalIndexes"], json::array({3, 130}));
 }
 
 TEST(DetectedProfile, ReportsTheNodesCpuAndKey) {

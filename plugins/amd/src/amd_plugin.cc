@@ -1,13 +1,24 @@
-// The AMD plugin (amd.com/gpu).
-//
-// It identifies itself; discovery, slicing and metrics through
-// amdsmi (libamd_smi.so) or rocm_smi (librocm_smi64.so) are not implemented yet and answer
-// UNIMPLEMENTED (see README.md).
+// The AMD plugin (amd.com/gpu): discovery and metrics through ROCm SMI (librocm_smi64.so), with
+// compute units and the gfx target from the KFD topology. See README.md.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/rocm_family.h>
 
 namespace {
 
-class AmdPlugin final : public gpustack::sdk::Plugin {
+std::string Family(const std::string& gfx) {
+  if (gfx == "gfx942" || gfx == "gfx950") return "CDNA3";
+  if (gfx == "gfx90a") return "CDNA2";
+  if (gfx == "gfx908") return "CDNA";
+  if (gfx.rfind("gfx9", 0) == 0) return "GCN";
+  if (gfx.rfind("gfx101", 0) == 0) return "RDNA";
+  if (gfx.rfind("gfx103", 0) == 0) return "RDNA2";
+  if (gfx.rfind("gfx11", 0) == 0) return "RDNA3";
+  if (gfx.rfind("gfx12", 0) == 0) return "RDNA4";
+  return {};
+}
+
+class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -16,13 +27,28 @@ class AmdPlugin final : public gpustack::sdk::Plugin {
         .base_resource_name = "amd.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1002},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING,
+        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                        GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
-  explicit AmdPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit AmdPlugin(const gpustack::sdk::Host& host)
+      : RocmFamilyPlugin(host, {
+                                   .manufacturer = "amd",
+                                   .library = {.pci_vendor_ids = {0x1002},
+                                               .env = "GPUSTACK_AMD_LIBRARY",
+                                               .candidates = {"/opt/rocm/lib/librocm_smi64.so",
+                                                              "librocm_smi64.so"},
+                                               .preload = {},
+                                               .install_hint = "install ROCm (rocm-smi-lib)"},
+                                   // A CU mask plus a memory shim budgets a slice; compute
+                                   // budgets may overlap (reference detect sample: 128).
+                                   .logical_slice_count = 128,
+                                   .cores_percentage_overcommit = true,
+                                   .family_name = Family,
+                               }) {}
 };
 
 }  // namespace

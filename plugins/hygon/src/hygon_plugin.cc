@@ -1,13 +1,13 @@
-// The Hygon plugin (hygon.com/dcu).
-//
-// It identifies itself; discovery, slicing and metrics through
-// Hygon's rocm_smi (librocm_smi64.so) and libhydmi_mig.so are not implemented yet and answer
-// UNIMPLEMENTED (see README.md).
+// The Hygon DCU plugin (hygon.com/dcu): discovery and metrics through hyhal's ROCm SMI
+// (librocm_smi64.so, the same API as AMD's), with compute units and the gfx target from the KFD
+// topology. Hygon's MIG library (libhydmi_mig.so) is not driven yet; see README.md.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/rocm_family.h>
 
 namespace {
 
-class HygonPlugin final : public gpustack::sdk::Plugin {
+class HygonPlugin final : public gpustack::support::RocmFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -16,13 +16,28 @@ class HygonPlugin final : public gpustack::sdk::Plugin {
         .base_resource_name = "hygon.com/dcu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1d94},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING,
+        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                        GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
-  explicit HygonPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit HygonPlugin(const gpustack::sdk::Host& host)
+      : RocmFamilyPlugin(host, {
+                                   .manufacturer = "hygon",
+                                   .library = {.pci_vendor_ids = {0x1d94},
+                                               .env = "GPUSTACK_HYGON_LIBRARY",
+                                               .candidates = {"/opt/hyhal/lib/librocm_smi64.so",
+                                                              "/opt/dtk/lib/librocm_smi64.so",
+                                                              "librocm_smi64.so"},
+                                               .preload = {},
+                                               .install_hint = "install the Hygon DTK / hyhal"},
+                                   // vDCU: a CU mask plus memory; no compute overcommit.
+                                   .logical_slice_count = 4,
+                                   .cores_percentage_overcommit = false,
+                                   .family_name = [](const std::string&) { return std::string("DCU"); },
+                               }) {}
 };
 
 }  // namespace

@@ -68,6 +68,7 @@ bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api,
                   {"DeviceGetPciInfo_v3", "DeviceGetPciInfo_v2", "DeviceGetPciInfo"}, missing);
   ok &= r.Require(&api->device_get_minor_number, {"DeviceGetMinorNumber"}, missing);
   ok &= r.Require(&api->device_get_memory_info, {"DeviceGetMemoryInfo"}, missing);
+  r.Get(&api->device_get_memory_info_v2, {"DeviceGetMemoryInfo_v2"});
   r.Get(&api->system_get_driver_version, {"SystemGetDriverVersion"});
   r.Get(&api->system_get_cuda_driver_version,
         {"SystemGetCudaDriverVersion_v2", "SystemGetCudaDriverVersion"});

@@ -55,7 +55,10 @@ std::string CudaVersion(int version) {
 }  // namespace
 
 NvmlFamilyPlugin::NvmlFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits traits)
-    : host_(host), traits_(std::move(traits)) {
+    : host_(host),
+      traits_(std::move(traits)),
+      library_(host_, {traits_.pci_vendor_ids, traits_.library_env, traits_.library_candidates,
+                       traits_.preload_candidates, traits_.install_hint}) {
   const std::string state_dir(
       host_.Config("state_dir").value_or("/var/lib/gpustack/" + traits_.manufacturer));
   owners_ = std::make_unique<OwnershipStore>(std::filesystem::path(state_dir) /
@@ -80,32 +83,12 @@ void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml:
 // with what to fix, never a crash. Init is retried on the next call after a failure.
 bool NvmlFamilyPlugin::EnsureLoaded() {
   if (initialized_) return true;
-  if (library_ == nullptr) {
-    const auto override_path = host_.Config("library_path");
-    for (const std::string& path : traits_.preload_candidates) {
-      std::string ignored;
-      if (auto lib = VendorLibrary::Open({.override_path = {}, .candidates = {path}, .global = true},
-                                         &ignored)) {
-        preloaded_.push_back(std::move(lib));
-        break;
-      }
-    }
-    std::string error;
-    library_ = VendorLibrary::Open(
-        MakeSearch(override_path, traits_.library_env.c_str(), traits_.library_candidates), &error);
-    if (library_ == nullptr) {
-      if (!HasVendorDevice(host_.PciDevices(), traits_.pci_vendor_ids)) return false;
-      throw Error(GPUSTACK_STATUS_UNAVAILABLE, "management library not found (" + error + "); " +
-                                                   traits_.install_hint + ", or set " +
-                                                   traits_.library_env);
-    }
+  if (!resolved_) {
+    const VendorLibrary* library = library_.Open();
+    if (library == nullptr) return false;
     std::string missing;
-    if (!nvml::Resolve(*library_, traits_.prefix, &api_, &missing)) {
-      const std::string path = library_->path();
-      library_.reset();
-      throw Error(GPUSTACK_STATUS_UNAVAILABLE,
-                  path + " lacks " + missing + ": the driver is too old or not this vendor's");
-    }
+    if (!nvml::Resolve(*library, traits_.prefix, &api_, &missing)) library_.Reject(missing);
+    resolved_ = true;
   }
   if (const nvml::Return r = api_.init(); r != nvml::kSuccess) {
     Fail(GPUSTACK_STATUS_UNAVAILABLE, "initialization failed", r);
@@ -236,7 +219,13 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.id = Trimmed(uuid, sizeof uuid);
     a.index = static_cast<uint32_t>(cards.size());
     a.physical_indexes = {static_cast<uint32_t>(static_cast<int>(minor) + traits_.minor_offset)};
-    a.memory_mib = memory.total / (1024 * 1024);
+    // The card's size is the physical one (v2 counts the driver's reservation, v1 does not):
+    // 16384 MiB for a T4 whose usable memory is 15360.
+    nvml::MemoryV2 physical{};
+    physical.version = nvml::kMemoryV2Version;
+    const bool has_v2 = api_.device_get_memory_info_v2 != nullptr &&
+                        api_.device_get_memory_info_v2(device, &physical) == nvml::kSuccess;
+    a.memory_mib = (has_v2 ? physical.total : memory.total) / (1024 * 1024);
     a.health = GPUSTACK_HEALTH_HEALTHY;
     if (auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id))) {
       a.pci_bus_id = *bus;

@@ -5,7 +5,7 @@
 // Fixture section:
 //   driver_version, cuda_driver_version, errors (see fake_fixture.h),
 //   profile_sets: {name: [{index, id, name, slices, instances, memory_mb, placements: [[s, n]]}]}
-//   devices: [{name, uuid, bus_id, minor, memory_mib, used_mib, gpu_util, mem_util, temperature,
+//   devices: [{name, uuid, bus_id, minor, memory_mib (physical), reserved_mib, used_mib, gpu_util, mem_util, temperature,
 //              power_mw, architecture, cc: [maj, min], cores, lost,
 //              mig: {current, pending, profiles: <set>, instances: [{index, start}]},
 //              processes: [{pid, used_mib, sm_util, gi}]}]
@@ -296,9 +296,21 @@ EXPORT nv::Return FN(DeviceGetMemoryInfo)(nv::Device device, nv::Memory* memory)
   if (card == nullptr) return nv::kErrorInvalidArgument;
   if (card->spec.value("lost", false)) return nv::kErrorGpuIsLost;
   const unsigned long long mib = 1024ull * 1024ull;
-  memory->total = card->spec.value("memory_mib", 0ull) * mib;
+  memory->total = (card->spec.value("memory_mib", 0ull) - card->spec.value("reserved_mib", 0ull)) * mib;
   memory->used = card->spec.value("used_mib", 0ull) * mib;
   memory->free = memory->total - memory->used;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceGetMemoryInfo_v2)(nv::Device device, nv::MemoryV2* memory) {
+  if (memory == nullptr || memory->version != nv::kMemoryV2Version) return 25;  // VERSION_MISMATCH
+  nv::Memory v1{};
+  if (const nv::Return r = FN(DeviceGetMemoryInfo)(device, &v1); r != nv::kSuccess) return r;
+  std::lock_guard<std::mutex> lock(g.mu);
+  memory->reserved = CardOf(device)->spec.value("reserved_mib", 0ull) * 1024ull * 1024ull;
+  memory->total = v1.total + memory->reserved;
+  memory->used = v1.used;
+  memory->free = v1.free;
   return nv::kSuccess;
 }
 

@@ -47,6 +47,16 @@ struct Memory {  // nvmlMemory_t, bytes
   unsigned long long used;
 };
 
+struct MemoryV2 {  // nvmlMemory_v2_t: `total` is the physical size, reserved memory included
+  unsigned int version;  // sizeof | 2 << 24
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+inline constexpr unsigned int kMemoryV2Version =
+    static_cast<unsigned int>(sizeof(MemoryV2)) | (2u << 24);
+
 struct Utilization {  // nvmlUtilization_t, percent
   unsigned int gpu;
   unsigned int memory;
@@ -144,6 +154,7 @@ struct Api {
   Return (*device_get_minor_number)(Device, unsigned int*) = nullptr;
   Return (*device_get_memory_info)(Device, Memory*) = nullptr;
   // Optional.
+  Return (*device_get_memory_info_v2)(Device, MemoryV2*) = nullptr;
   Return (*system_get_driver_version)(char*, unsigned int) = nullptr;
   Return (*system_get_cuda_driver_version)(int*) = nullptr;
   Return (*device_get_cuda_compute_capability)(Device, int*, int*) = nullptr;

@@ -15,7 +15,7 @@
 
 #include "gpustack_support/nvml_api.h"
 #include "gpustack_support/ownership_store.h"
-#include "gpustack_support/vendor_library.h"
+#include "gpustack_support/plugin_library.h"
 
 namespace gpustack::support {
 
@@ -81,8 +81,8 @@ class NvmlFamilyPlugin : public sdk::Plugin {
 
   sdk::Host host_;
   NvmlFamilyTraits traits_;
-  std::vector<std::unique_ptr<VendorLibrary>> preloaded_;
-  std::unique_ptr<VendorLibrary> library_;
+  PluginLibrary library_;
+  bool resolved_ = false;
   nvml::Api api_{};
   bool initialized_ = false;
   std::vector<Card> cards_;  // from the last discovery, in enumeration order

@@ -23,7 +23,7 @@ const std::string kNodes = GPUSTACK_NODES_DIR;  // scenario files
 const std::string kTrees = GPUSTACK_NODE_TREES_DIR;
 const std::string kFakeNvml = std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libnvidia-ml.so.1";
 
-class NvmlPluginTest : public ::testing::Test {
+class VendorPluginTest : public ::testing::Test {
  protected:
   void TearDown() override {
     plugins_.clear();
@@ -38,7 +38,7 @@ class NvmlPluginTest : public ::testing::Test {
     if (!errors.is_null()) {
       std::ifstream in(fixture);
       json scenario = json::parse(in);
-      for (const char* section : {"nvml", "hgml", "ixml"}) {
+      for (const char* section : {"nvml", "hgml", "ixml", "rocm_smi"}) {
         if (scenario.contains(section)) scenario[section]["errors"] = errors;
       }
       fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
@@ -70,14 +70,14 @@ class NvmlPluginTest : public ::testing::Test {
   std::string fixture_copy_;
 };
 
-TEST_F(NvmlPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
+TEST_F(VendorPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   UseNode("nvidia-t4x4");
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->size(), 1u);
   const sdk::AcceleratorGroup& g = groups->front();
   EXPECT_EQ(g.product, "Tesla T4");
-  EXPECT_EQ(g.memory_mib, 15360u);
+  EXPECT_EQ(g.memory_mib, 16384u);  // physical (NVML v2), not the 15360 usable
   EXPECT_EQ(g.cores, 2560u);
   EXPECT_EQ(g.family, "Turing");
   EXPECT_EQ(g.compute_capability, "7.5");
@@ -96,7 +96,7 @@ TEST_F(NvmlPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   EXPECT_EQ(g.accelerators[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
 }
 
-TEST_F(NvmlPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
+TEST_F(VendorPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
   UseNode("nvidia-a10g");
   auto groups = Start("/nonexistent/libnvidia-ml.so.1").Discover();
   ASSERT_FALSE(groups);
@@ -105,7 +105,7 @@ TEST_F(NvmlPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
   EXPECT_NE(groups.error().find("GPUSTACK_NVIDIA_LIBRARY"), std::string::npos) << groups.error();
 }
 
-TEST_F(NvmlPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
+TEST_F(VendorPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
   UseNode("nvidia-a10g");
   // T-Head's fake exports hgml* names only: not an NVML.
   auto groups = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so").Discover();
@@ -114,7 +114,7 @@ TEST_F(NvmlPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
   EXPECT_NE(groups.error().find("lacks nvmlInit_v2"), std::string::npos) << groups.error();
 }
 
-TEST_F(NvmlPluginTest, InitFailureIsUnavailableAndRetried) {
+TEST_F(VendorPluginTest, InitFailureIsUnavailableAndRetried) {
   UseNode("nvidia-a10g", {{"Init", {{"code", 9}}}});
   loader::Plugin& plugin = Start();
   for (int pass = 0; pass < 2; ++pass) {
@@ -125,7 +125,7 @@ TEST_F(NvmlPluginTest, InitFailureIsUnavailableAndRetried) {
   }
 }
 
-TEST_F(NvmlPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodResultStays) {
+TEST_F(VendorPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodResultStays) {
   // Four good UUID reads (the first pass), then the GPU is lost.
   UseNode("nvidia-t4x4", {{"DeviceGetUUID", {{"code", 15}, {"after", 4}}}});
   loader::Plugin& plugin = Start();
@@ -148,7 +148,7 @@ TEST_F(NvmlPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodResu
   EXPECT_TRUE(published.Update("nvidia", std::vector<sdk::AcceleratorGroup>{}).groups.empty());
 }
 
-TEST_F(NvmlPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
+TEST_F(VendorPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 3}, {"after", 3}}}});
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
@@ -156,7 +156,7 @@ TEST_F(NvmlPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
   EXPECT_EQ(groups->front().accelerators.back().physical_indexes, std::vector<uint32_t>{2});
 }
 
-TEST_F(NvmlPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacements) {
+TEST_F(VendorPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacements) {
   UseNode("nvidia-h100x8-mig-mixed");
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
@@ -181,7 +181,7 @@ TEST_F(NvmlPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacement
   EXPECT_EQ(three.placements[1].start, 4u);
 }
 
-TEST_F(NvmlPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
+TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   UseNode("nvidia-h100x8-mig-on");
   loader::Plugin& plugin = Start();
   auto groups = plugin.Discover();
@@ -238,7 +238,7 @@ TEST_F(NvmlPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   EXPECT_TRUE(restarted.CreatePartition({gpu0, "7g.80gb", {0, 8}, "pod-3/main"}));
 }
 
-TEST_F(NvmlPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
+TEST_F(VendorPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
   UseNode("nvidia-h100x8-mig-mixed");
   loader::Plugin& plugin = Start();
   auto groups = plugin.Discover();
@@ -249,7 +249,7 @@ TEST_F(NvmlPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
   EXPECT_NE(made.error().find("not in partition (MIG) mode"), std::string::npos) << made.error();
 }
 
-TEST_F(NvmlPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
+TEST_F(VendorPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   UseNode("nvidia-t4x4", {{"DeviceGetPowerUsage", {{"code", 3}}}});
   loader::Plugin& plugin = Start();
   auto snapshot = plugin.SampleMetrics({{}, true});
@@ -273,7 +273,7 @@ TEST_F(NvmlPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_NOT_FOUND);
 }
 
-TEST_F(NvmlPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
+TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
   UseNode("thead-ppu-zw810ex2");
   loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so", "thead");
   auto groups = plugin.Discover();
@@ -297,7 +297,7 @@ TEST_F(NvmlPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByN
   EXPECT_TRUE(plugin.DestroyPartition({cards[1].id, made->id, "pod-9/main"}));
 }
 
-TEST_F(NvmlPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
+TEST_F(VendorPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
   UseNode("iluvatar-bi-v150x2");
   loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libixml.so", "iluvatar");
   auto groups = plugin.Discover();
@@ -307,6 +307,46 @@ TEST_F(NvmlPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
   auto partitions = plugin.ListPartitions("");
   ASSERT_FALSE(partitions);
   EXPECT_EQ(partitions.failure().code, GPUSTACK_STATUS_UNIMPLEMENTED);
+}
+
+TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
+  UseNode("amd-mi210x2");
+  loader::Plugin& plugin =
+      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd");
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const sdk::AcceleratorGroup& g = groups->front();
+  EXPECT_EQ(g.product, "AMD Instinct MI210");
+  EXPECT_EQ(g.cores, 104u);  // 208 SIMDs / 2 per CU
+  EXPECT_EQ(g.compute_capability, "gfx90a");
+  EXPECT_EQ(g.family, "CDNA2");
+  ASSERT_EQ(g.accelerators.size(), 2u);
+  EXPECT_EQ(g.accelerators[1].physical_indexes, (std::vector<uint32_t>{2, 129}));
+
+  auto snapshot = plugin.SampleMetrics({{}, true});
+  ASSERT_TRUE(snapshot) << snapshot.error();
+  ASSERT_EQ(snapshot->devices.size(), 2u);
+  EXPECT_EQ(snapshot->devices[0].temperature_celsius, 46.0);
+  EXPECT_NEAR(*snapshot->devices[0].power_watts, 95.000001, 1e-9);
+  // pid 9100 spans both cards: ROCm SMI cannot split its VRAM, so it is not measured per card;
+  // pid 9101 runs on card 1 alone.
+  ASSERT_EQ(snapshot->processes.size(), 3u);
+  for (const sdk::ProcessSample& p : snapshot->processes) {
+    if (p.pid == 9100) {
+      EXPECT_FALSE(p.memory_used_mib.has_value());
+    } else {
+      EXPECT_EQ(p.pid, 9101u);
+      EXPECT_EQ(p.accelerator_id, g.accelerators[1].id);
+      EXPECT_EQ(p.memory_used_mib, 1024.0);
+    }
+  }
+}
+
+TEST_F(VendorPluginTest, AmdCardWithoutDrmNodesIsSkipped) {
+  UseNode("amd-mi210x2", {{"dev_unique_id_get", {{"code", 2}, {"after", 1}}}});
+  auto groups = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd").Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->front().accelerators.size(), 1u) << "a card without a unique id is skipped";
 }
 
 }  // namespace

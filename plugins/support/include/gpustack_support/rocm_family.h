@@ -1,0 +1,66 @@
+// Discovery and metrics for the manufacturers whose management library is ROCm SMI: AMD
+// (librocm_smi64.so) and Hygon (hyhal's librocm_smi64.so). What ROCm SMI does not say (compute
+// units, gfx target) comes from the KFD topology in sysfs, which is where ROCr reads it too.
+#ifndef GPUSTACK_SUPPORT_ROCM_FAMILY_H_
+#define GPUSTACK_SUPPORT_ROCM_FAMILY_H_
+
+#include <gpustack/plugin.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpustack_support/plugin_library.h"
+#include "gpustack_support/rocm_smi_api.h"
+
+namespace gpustack::support {
+
+struct RocmFamilyTraits {
+  std::string manufacturer;  // "amd"
+  LibraryRequirements library;
+  uint32_t logical_slice_count = 0;
+  bool cores_percentage_overcommit = false;
+  // The product family from the gfx target ("gfx1101" -> "RDNA3"); empty when unknown.
+  std::function<std::string(const std::string& gfx)> family_name;
+};
+
+// What the KFD topology says about one GPU (sysfs class/kfd/kfd/topology/nodes/<n>/properties).
+struct KfdNode {
+  uint32_t compute_units = 0;
+  std::string gfx_target;  // "gfx1101"
+};
+// The KFD node of the GPU at `bus_id` under `sysfs_root`; empty fields when not found.
+KfdNode ReadKfdNode(const std::string& sysfs_root, const std::string& bus_id);
+// "gfx1101" from KFD's gfx_target_version 110001 (major, minor, stepping; minor and stepping
+// in hex).
+std::string GfxTarget(uint32_t gfx_target_version);
+
+class RocmFamilyPlugin : public sdk::Plugin {
+ public:
+  RocmFamilyPlugin(const sdk::Host& host, RocmFamilyTraits traits);
+  ~RocmFamilyPlugin() override;
+
+  void Discover(sdk::DiscoverySink& sink) override;
+  void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override;
+
+ private:
+  struct Card {
+    std::string uuid;
+    uint32_t index = 0;  // the library's device index
+  };
+  bool EnsureLoaded();
+  [[noreturn]] void Fail(const std::string& what, rsmi::Status status) const;
+  void RefreshCards();
+
+  sdk::Host host_;
+  RocmFamilyTraits traits_;
+  PluginLibrary library_;
+  bool resolved_ = false;
+  bool initialized_ = false;
+  rsmi::Api api_{};
+  std::vector<Card> cards_;
+};
+
+}  // namespace gpustack::support
+
+#endif  // GPUSTACK_SUPPORT_ROCM_FAMILY_H_
