@@ -1,20 +1,129 @@
 // gpustack-operator: one binary, subcommands. Flags and wiring only; the work is in libraries.
 #include <CLI/CLI.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "host/common/logging.h"
 #include "host/common/yaml.h"
 #include "host/device_manager/detect.h"
 #include "host/device_manager/detect_report.h"
+#include "host/device_manager/monitor.h"
 
 namespace {
+
+namespace dm = gpustack::device_manager;
 
 // Environment defaults are read with secure_getenv: ignored when the process is setuid.
 std::string Env(const char* name) {
   const char* value = secure_getenv(name);
   return value == nullptr ? std::string() : std::string(value);
+}
+
+// The flags every device-manager subcommand shares: where plugins are, which run, and which
+// node (real or fixture) they look at.
+struct NodeFlags {
+  dm::DetectOptions options;
+  std::string class_prefixes = "02,03,0b,12";
+};
+
+void AddNodeFlags(CLI::App* command, NodeFlags& flags) {
+  dm::DetectOptions& o = flags.options;
+  command->add_option("--plugin-dir", o.plugin_dirs,
+                      "Extra plugin directory, searched before GPUSTACK_PLUGIN_PATH and the "
+                      "default (repeatable)");
+  command->add_option("--enable", o.enable_flag,
+                      "Force plugins on or off: nvidia=on,amd=off (* for every plugin)");
+  command->add_option("--node-config", o.node_config_path, "Node config file (JSON)")
+      ->envname("GPUSTACK_NODE_CONFIG");
+  command->add_option("--sysfs-root", o.pci.sysfs_root, "Root of the sysfs tree to scan")
+      ->envname("GPUSTACK_SYSFS_ROOT")
+      ->capture_default_str();
+  command->add_option("--pci-classes", flags.class_prefixes, "PCI base classes to scan")
+      ->envname("GPUSTACK_RUNTIME_DETECT_PCI_CLASS_PREFIXES")
+      ->capture_default_str();
+  command->add_option("--node-name", o.node_name, "Node name (default: the host name)")
+      ->envname("NODE_NAME");
+}
+
+// Finishes the shared flags after parsing; false (with the message printed) on bad input.
+bool ResolveNodeFlags(NodeFlags& flags) {
+  flags.options.plugin_path_env = Env("GPUSTACK_PLUGIN_PATH");
+  flags.options.enable_env = Env("GPUSTACK_PLUGIN_ENABLE");
+  auto prefixes = gpustack::pci::ParseClassPrefixes(flags.class_prefixes);
+  if (!prefixes) {
+    std::cerr << "error: " << prefixes.error() << "\n";
+    return false;
+  }
+  flags.options.pci.class_prefixes = *prefixes;
+  return true;
+}
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+int RunDetect(NodeFlags& flags, const std::string& output) {
+  if (!ResolveNodeFlags(flags)) return 2;
+  auto report = dm::Detect(flags.options);
+  if (!report) {
+    std::cerr << "error: " << report.error() << "\n";
+    return 2;
+  }
+  if (output == "json") {
+    std::cout << dm::ToJson(*report).dump(2) << "\n";
+  } else if (output == "yaml") {
+    std::cout << gpustack::ToYaml(dm::ToJson(*report));
+  } else {
+    std::cout << dm::ToText(*report);
+  }
+  // 1 tells scripts that an enabled plugin failed; the report says which and why.
+  return report->ok() ? 0 : 1;
+}
+
+int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int count,
+               bool processes) {
+  if (!ResolveNodeFlags(flags)) return 2;
+  auto session = dm::OpenNode(flags.options);
+  if (!session) {
+    std::cerr << "error: " << session.error() << "\n";
+    return 2;
+  }
+  dm::DiscoverAll(*session, flags.options);
+  for (const dm::PluginReport& p : session->report.plugins) {
+    if (!p.enabled) continue;
+    if (!p.load_error.empty()) std::cerr << "warning: " << p.name << ": " << p.load_error << "\n";
+    if (!p.discovery_message.empty()) {
+      std::cerr << "warning: " << p.name << ": " << p.discovery_message << "\n";
+    }
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  bool failed = false;
+  for (int round = 0; !g_stop && (count == 0 || round < count); ++round) {
+    if (round > 0) {
+      // Sleep in short steps so Ctrl-C stops promptly; plugins shut down on the way out.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(interval);
+      while (!g_stop && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (g_stop) break;
+    }
+    const dm::MonitorRound sample = dm::SampleRound(*session, processes);
+    failed = failed || !sample.errors.empty();
+    if (output == "json") {
+      std::cout << dm::ToJson(sample).dump() << "\n";  // one line per round
+    } else if (output == "yaml") {
+      std::cout << "---\n" << gpustack::ToYaml(dm::ToJson(sample));
+    } else {
+      std::cout << dm::ToText(sample) << "\n";
+    }
+    std::cout.flush();
+  }
+  return failed ? 1 : 0;
 }
 
 }  // namespace
@@ -27,70 +136,57 @@ int main(int argc, char** argv) {
       ->envname("GPUSTACK_LOG_LEVEL")
       ->capture_default_str();
 
-  CLI::App* dm = app.add_subcommand("device-manager", "The per-node device manager");
-  dm->require_subcommand(1);
-  CLI::App* detect = dm->add_subcommand(
-      "detect", "Show which plugins run on this node, why, and what they report");
+  CLI::App* manager = app.add_subcommand("device-manager", "The per-node device manager");
+  manager->require_subcommand(1);
 
-  gpustack::device_manager::DetectOptions options;
-  options.plugin_path_env = Env("GPUSTACK_PLUGIN_PATH");
-  options.enable_env = Env("GPUSTACK_PLUGIN_ENABLE");
-  std::string output = "yaml";
-  std::string class_prefixes = "02,03,0b,12";
-  detect->add_option("--plugin-dir", options.plugin_dirs,
-                     "Extra plugin directory, searched before GPUSTACK_PLUGIN_PATH and the "
-                     "default (repeatable)");
-  detect->add_option("--enable", options.enable_flag,
-                     "Force plugins on or off: nvidia=on,amd=off (* for every plugin)");
-  detect->add_option("--node-config", options.node_config_path, "Node config file (JSON)")
-      ->envname("GPUSTACK_NODE_CONFIG");
-  detect->add_option("--sysfs-root", options.pci.sysfs_root, "Root of the sysfs tree to scan")
-      ->envname("GPUSTACK_SYSFS_ROOT")
-      ->capture_default_str();
-  detect->add_option("--pci-classes", class_prefixes, "PCI base classes to scan")
-      ->envname("GPUSTACK_RUNTIME_DETECT_PCI_CLASS_PREFIXES")
-      ->capture_default_str();
-  detect->add_option("--proc-root", options.proc_root, "Root of the /proc tree (node profile)")
+  CLI::App* detect = manager->add_subcommand(
+      "detect", "Print this node's Devices spec, node profile and which plugins run and why");
+  NodeFlags detect_flags;
+  AddNodeFlags(detect, detect_flags);
+  std::string detect_output = "yaml";
+  detect->add_option("--proc-root", detect_flags.options.proc_root,
+                     "Root of the /proc tree (node profile)")
       ->envname("GPUSTACK_PROC_ROOT")
       ->capture_default_str();
-  detect->add_option("--data-dir", options.data_dir, "Data directory whose disk is profiled")
+  detect->add_option("--data-dir", detect_flags.options.data_dir,
+                     "Data directory whose disk is profiled")
       ->envname("GPUSTACK_DATA_DIR")
       ->capture_default_str();
-  detect->add_option("--node-name", options.node_name, "Node name (default: the host name)")
-      ->envname("NODE_NAME");
-  detect->add_flag("--group-id-with-memory", options.spec.group_id_with_memory,
+  detect->add_flag("--group-id-with-memory", detect_flags.options.spec.group_id_with_memory,
                    "Append the card's memory to group ids (tesla-t4-16g)")
       ->envname("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY");
-  detect->add_option("-o,--output", output,
+  detect->add_option("-o,--output", detect_output,
                      "yaml or json (the Devices object, node profile and plugin decisions), or "
                      "text (a summary)")
+      ->check(CLI::IsMember({"yaml", "json", "text"}))
+      ->capture_default_str();
+
+  CLI::App* monitor = manager->add_subcommand(
+      "monitor", "Sample every accelerator: memory, utilization, temperature, power, health");
+  NodeFlags monitor_flags;
+  AddNodeFlags(monitor, monitor_flags);
+  std::string monitor_output = "text";
+  double interval = 0;
+  int count = 0;
+  bool processes = false;
+  monitor->add_option("-i,--interval", interval, "Seconds between rounds; 0 samples once")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  monitor->add_option("-c,--count", count, "Rounds to take (0: until interrupted)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  monitor->add_flag("--processes", processes, "Also sample per-process usage");
+  monitor->add_option("-o,--output", monitor_output, "text, json (a line per round) or yaml")
       ->check(CLI::IsMember({"yaml", "json", "text"}))
       ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   gpustack::InitLogging(log_level);
 
-  if (detect->parsed()) {
-    auto prefixes = gpustack::pci::ParseClassPrefixes(class_prefixes);
-    if (!prefixes) {
-      std::cerr << "error: " << prefixes.error() << "\n";
-      return 2;
-    }
-    options.pci.class_prefixes = *prefixes;
-    auto report = gpustack::device_manager::Detect(options);
-    if (!report) {
-      std::cerr << "error: " << report.error() << "\n";
-      return 2;
-    }
-    if (output == "json") {
-      std::cout << gpustack::device_manager::ToJson(*report).dump(2) << "\n";
-    } else if (output == "yaml") {
-      std::cout << gpustack::ToYaml(gpustack::device_manager::ToJson(*report));
-    } else {
-      std::cout << gpustack::device_manager::ToText(*report);
-    }
-    // 1 tells scripts that an enabled plugin failed; the report says which and why.
-    return report->ok() ? 0 : 1;
+  if (detect->parsed()) return RunDetect(detect_flags, detect_output);
+  if (monitor->parsed()) {
+    if (interval == 0 && count == 0) count = 1;  // no interval: one round
+    return RunMonitor(monitor_flags, monitor_output, interval, count, processes);
   }
   return 0;
 }

@@ -33,29 +33,36 @@ Result<loader::NodeConfig> LoadNodeConfig(const DetectOptions& options) {
   return config;
 }
 
-void RunPlugin(const loader::Manifest& manifest, const loader::NodeConfig& config,
-               const DetectOptions& options, const std::vector<pci::PciDevice>& inventory,
-               PluginReport& report) {
+// Loads and initializes one enabled plugin; nullptr (and the reason in the report) on failure.
+std::unique_ptr<loader::Plugin> StartPlugin(const loader::Manifest& manifest,
+                                            const loader::NodeConfig& config,
+                                            const DetectOptions& options,
+                                            const std::vector<pci::PciDevice>& inventory,
+                                            PluginReport& report) {
   auto log = Logger("detect");
   auto loaded = loader::Load(manifest, options.loader);
   if (!loaded) {
     report.load_error = loaded.error();
     log->error("plugin {} skipped: {}", manifest.name, loaded.error());
-    return;
+    return nullptr;
   }
-  loader::Plugin& plugin = **loaded;
-  report.identity = plugin.identity();
-  report.negotiated = plugin.negotiated();
+  std::unique_ptr<loader::Plugin> plugin = std::move(loaded).value();
+  report.identity = plugin->identity();
+  report.negotiated = plugin->negotiated();
 
   std::map<std::string, std::string> settings;
   if (auto it = config.plugin_settings.find(manifest.name); it != config.plugin_settings.end()) {
     settings = it->second;
   }
-  if (auto init = plugin.Init(std::move(settings), inventory); !init) {
+  if (auto init = plugin->Init(std::move(settings), inventory); !init) {
     report.load_error = manifest.library_path.string() + ": " + init.error();
     log->error("plugin {} skipped: {}", manifest.name, init.error());
-    return;
+    return nullptr;
   }
+  return plugin;
+}
+
+void DiscoverInto(loader::Plugin& plugin, PluginReport& report) {
   auto groups = plugin.Discover();
   if (groups) {
     report.discovery_status = "OK";
@@ -65,7 +72,6 @@ void RunPlugin(const loader::Manifest& manifest, const loader::NodeConfig& confi
     report.discovery_status = code >= 0 ? sdk::StatusName(code) : "INVALID_OUTPUT";
     report.discovery_message = groups.error();
   }
-  plugin.Shutdown();
 }
 
 }  // namespace
@@ -79,13 +85,14 @@ bool DetectReport::ok() const {
   return spec.ok();
 }
 
-Result<DetectReport> Detect(const DetectOptions& options) {
+Result<NodeSession> OpenNode(const DetectOptions& options) {
   auto config = LoadNodeConfig(options);
   if (!config) return Error{config.error()};
   auto inventory = pci::Scan(options.pci);
   if (!inventory) return Error{inventory.error()};
 
-  DetectReport report;
+  NodeSession session;
+  DetectReport& report = session.report;
   report.node_name = options.node_name;
   if (report.node_name.empty()) {
     char host[256] = {};
@@ -116,17 +123,34 @@ Result<DetectReport> Detect(const DetectOptions& options) {
     plugin.decision = decision.reason;
     Logger("detect")->info("plugin {}: {} ({})", manifest.name,
                            decision.enabled ? "enabled" : "disabled", decision.reason);
-    if (decision.enabled) RunPlugin(manifest, *config, options, *inventory, plugin);
+    if (decision.enabled) {
+      if (auto started = StartPlugin(manifest, *config, options, *inventory, plugin)) {
+        session.running.emplace(manifest.name, std::move(started));
+      }
+    }
     report.plugins.push_back(std::move(plugin));
   }
+  return session;
+}
+
+void DiscoverAll(NodeSession& session, const DetectOptions& options) {
   std::vector<Discovered> discovered;
-  for (const PluginReport& p : report.plugins) {
+  for (PluginReport& p : session.report.plugins) {
+    auto running = session.running.find(p.name);
+    if (!p.enabled || running == session.running.end()) continue;
+    DiscoverInto(*running->second, p);
     if (p.discovery_status == "OK") discovered.push_back({p.name, p.groups});
   }
-  report.spec = BuildDevicesSpec(discovered, options.spec);
-  report.node_profile = node_profile::ReadNodeProfile(
+  session.report.spec = BuildDevicesSpec(discovered, options.spec);
+}
+
+Result<DetectReport> Detect(const DetectOptions& options) {
+  auto session = OpenNode(options);
+  if (!session) return Error{session.error()};
+  DiscoverAll(*session, options);
+  session->report.node_profile = node_profile::ReadNodeProfile(
       {options.proc_root, options.pci.sysfs_root, options.data_dir});
-  return report;
+  return std::move(session->report);
 }
 
 }  // namespace gpustack::device_manager

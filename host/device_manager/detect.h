@@ -4,6 +4,8 @@
 #define GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_
 
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,8 +65,19 @@ struct DetectReport {
   bool ok() const;
 };
 
+// The enabled plugins of this node, loaded and initialized (they shut down when the session is
+// destroyed), with the report of every decision so far.
+struct NodeSession {
+  DetectReport report;
+  std::map<std::string, std::unique_ptr<loader::Plugin>> running;  // by plugin name
+};
+
 // Fails only when the node's inputs are unusable (PCI scan, node config, enable overrides);
 // every per-plugin failure is recorded in the report instead.
+Result<NodeSession> OpenNode(const DetectOptions& options);
+// Runs discovery on every running plugin and builds the node's Devices spec.
+void DiscoverAll(NodeSession& session, const DetectOptions& options);
+// OpenNode + DiscoverAll + the node profile.
 Result<DetectReport> Detect(const DetectOptions& options);
 
 }  // namespace gpustack::device_manager

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "host/devices/model.h"
 #include "host/devices/views.h"
@@ -195,6 +196,52 @@ TEST(DetectOutput, YamlIsTheDefault) {
   EXPECT_NE(out.find("kind: Devices\n"), std::string::npos) << out;
   EXPECT_NE(out.find("id: a10g\n"), std::string::npos) << out;
   EXPECT_NE(out.find("computeCapability: \"8.6\""), std::string::npos) << out;
+}
+
+// `device-manager monitor`, one JSON line per round.
+std::vector<json> Monitor(const std::string& node, const std::string& fixture,
+                          const std::string& flags) {
+  const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
+  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + fixture + "' " + FakeLibraries() + "'" +
+                              GPUSTACK_BINARY + "' device-manager monitor -o json --sysfs-root '" +
+                              trees + "/sys' " + flags + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::vector<json> rounds;
+  if (pipe == nullptr) return rounds;
+  std::array<char, 65536> line;
+  while (std::fgets(line.data(), line.size(), pipe) != nullptr) rounds.push_back(json::parse(line.data()));
+  ::pclose(pipe);
+  return rounds;
+}
+
+TEST(MonitorCli, SamplesEveryCardWithProcesses) {
+  const auto rounds = Monitor("nvidia-t4x4", std::string(GPUSTACK_NODES_DIR) + "/nvidia-t4x4.json",
+                              "--processes -i 0.05 -c 2");
+  ASSERT_EQ(rounds.size(), 2u);
+  const json& cards = rounds[1]["accelerators"];
+  ASSERT_EQ(cards.size(), 4u);
+  EXPECT_EQ(cards[2]["memory"], 15360.0);  // what processes can use (NVML v1)
+  EXPECT_EQ(cards[2]["memoryUsage"], 500.0);
+  EXPECT_EQ(cards[2]["coresUtilization"], 20.0);
+  EXPECT_EQ(cards[2]["temperature"], 42.0);
+  EXPECT_EQ(cards[2]["powerUsage"], 72.0);
+  EXPECT_EQ(cards[2]["unhealthy"], false);
+  ASSERT_EQ(cards[2]["processes"].size(), 1u);
+  EXPECT_EQ(cards[2]["processes"][0]["pid"], 4002);
+}
+
+TEST(MonitorCli, WhatCannotBeMeasuredIsAbsentNotZero) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/amd-mi210x2.json");
+  json scenario = json::parse(in);
+  scenario["rocm_smi"]["errors"] = {{"dev_power_ave_get", {{"code", 2}}}};
+  const std::string fixture = ::testing::TempDir() + "/monitor-fixture.json";
+  std::ofstream(fixture) << scenario.dump();
+  const auto rounds = Monitor("amd-mi210x2", fixture, "");
+  ASSERT_EQ(rounds.size(), 1u);
+  for (const json& card : rounds[0]["accelerators"]) {
+    EXPECT_FALSE(card.contains("powerUsage")) << card.dump();
+    EXPECT_TRUE(card.contains("temperature")) << card.dump();
+  }
 }
 
 }  // namespace

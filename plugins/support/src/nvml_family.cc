@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "gpustack_support/partition_tables.h"
+#include "gpustack_support/discovery.h"
 #include "gpustack_support/pci_topology.h"
 
 namespace gpustack::support {
@@ -188,7 +189,7 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     cuda = 0;
   }
 
-  std::vector<sdk::AcceleratorGroup> groups;
+  GroupBuilder groups;
   std::vector<Card> cards;
   for (unsigned i = 0; i < count; ++i) {
     nvml::Device device = nullptr;
@@ -217,7 +218,6 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
 
     sdk::Accelerator a;
     a.id = Trimmed(uuid, sizeof uuid);
-    a.index = static_cast<uint32_t>(cards.size());
     a.physical_indexes = {static_cast<uint32_t>(static_cast<int>(minor) + traits_.minor_offset)};
     // The card's size is the physical one (v2 counts the driver's reservation, v1 does not):
     // 16384 MiB for a T4 whose usable memory is 15360.
@@ -228,17 +228,7 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.memory_mib = (has_v2 ? physical.total : memory.total) / (1024 * 1024);
     a.health = GPUSTACK_HEALTH_HEALTHY;
     if (auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id))) {
-      a.pci_bus_id = *bus;
-      if (const gpustack_pci_device* p = FindPci(host_.PciDevices(), *bus)) {
-        const std::string sysfs(sdk::View(p->sysfs_path));
-        a.pci_class = p->class_code;
-        a.numa_affinity = p->numa_node;
-        a.cpu_affinity = ReadCpuAffinity(sysfs);
-        a.pci_root_id = ReadPciRootId(sysfs);
-      } else {
-        host_.Log(GPUSTACK_LOG_WARN,
-                  a.id + " at " + *bus + " is not in the host's PCI inventory; topology unknown");
-      }
+      FillTopology(host_, *bus, a);
     }
 
     Card card{a.id, device, false, {}};
@@ -263,11 +253,8 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.logical_slice_count = card.partitioned ? 0 : traits_.logical_slice_count;
     a.cores_percentage_overcommit = !card.partitioned && traits_.cores_percentage_overcommit;
 
-    auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const sdk::AcceleratorGroup& g) { return g.product == product; });
-    if (group == groups.end()) {
+    groups.Add(product, [&] {
       sdk::AcceleratorGroup g;
-      g.product = product;
       g.memory_mib = a.memory_mib;
       g.driver_version = Trimmed(driver, sizeof driver);
       g.runtime_version = CudaVersion(cuda);
@@ -287,25 +274,19 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
           api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
         g.family = traits_.family_name(arch);
       }
-      groups.push_back(std::move(g));
-      group = groups.end() - 1;
-    }
-    group->accelerators.push_back(std::move(a));
+      return g;
+    }, std::move(a));
     cards.push_back(std::move(card));
   }
   // Report only once every card was read: a failure above leaves the host's last good result.
   cards_ = std::move(cards);
-  for (const sdk::AcceleratorGroup& g : groups) sink.Add(g);
+  groups.Report(sink);
 }
 
 void NvmlFamilyPlugin::RefreshCards() {
   if (!cards_.empty()) return;
-  gpustack_discovery_sink ignore{sizeof(gpustack_discovery_sink), nullptr, nullptr,
-                                 [](void*, const gpustack_accelerator_group*) {
-                                   return static_cast<gpustack_status>(GPUSTACK_STATUS_OK);
-                                 }};
-  sdk::DiscoverySink sink(ignore);
-  Discover(sink);
+  DiscardingSink discard;
+  Discover(discard.sink());
 }
 
 NvmlFamilyPlugin::Card& NvmlFamilyPlugin::FindCard(std::string_view uuid) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "gpustack_support/discovery.h"
 #include "gpustack_support/pci_topology.h"
 
 namespace gpustack::support {
@@ -108,7 +109,7 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
       api_.version_str_get(rsmi::kSwComponentDriver, driver, sizeof driver) != rsmi::kSuccess) {
     driver[0] = '\0';
   }
-  std::vector<sdk::AcceleratorGroup> groups;
+  GroupBuilder groups;
   std::vector<Card> cards;
   for (uint32_t i = 0; i < count; ++i) {
     auto query = [&](const char* what, rsmi::Status s) {
@@ -147,49 +148,35 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
 
     sdk::Accelerator a;
     a.id = uuid;
-    a.index = static_cast<uint32_t>(cards.size());
     a.physical_indexes = {*drm.card, *drm.render};
     a.memory_mib = vram / (1024 * 1024);
-    a.pci_bus_id = bus;
-    a.pci_class = pci->class_code;
-    a.numa_affinity = pci->numa_node;
-    a.cpu_affinity = ReadCpuAffinity(sysfs);
-    a.pci_root_id = ReadPciRootId(sysfs);
+    FillTopology(host_, bus, a);
     a.health = GPUSTACK_HEALTH_HEALTHY;
     a.logical_slice_count = traits_.logical_slice_count;
     a.cores_percentage_overcommit = traits_.cores_percentage_overcommit;
 
     const std::string product = Trimmed(name, sizeof name);
-    auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const sdk::AcceleratorGroup& g) { return g.product == product; });
-    if (group == groups.end()) {
+    groups.Add(product, [&] {
       const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
       sdk::AcceleratorGroup g;
-      g.product = product;
       g.memory_mib = a.memory_mib;
       g.cores = kfd.compute_units;
       g.compute_capability = kfd.gfx_target;
       g.family = traits_.family_name && !kfd.gfx_target.empty() ? traits_.family_name(kfd.gfx_target)
                                                                 : std::string();
       g.driver_version = Trimmed(driver, sizeof driver);
-      groups.push_back(std::move(g));
-      group = groups.end() - 1;
-    }
-    group->accelerators.push_back(std::move(a));
+      return g;
+    }, std::move(a));
     cards.push_back({uuid, i});
   }
   cards_ = std::move(cards);
-  for (const sdk::AcceleratorGroup& g : groups) sink.Add(g);
+  groups.Report(sink);
 }
 
 void RocmFamilyPlugin::RefreshCards() {
   if (!cards_.empty()) return;
-  gpustack_discovery_sink ignore{sizeof(gpustack_discovery_sink), nullptr, nullptr,
-                                 [](void*, const gpustack_accelerator_group*) {
-                                   return static_cast<gpustack_status>(GPUSTACK_STATUS_OK);
-                                 }};
-  sdk::DiscoverySink sink(ignore);
-  Discover(sink);
+  DiscardingSink discard;
+  Discover(discard.sink());
 }
 
 void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
