@@ -1,27 +1,214 @@
-// The MetaX plugin (metax-tech.com/gpu).
-//
-// It identifies itself; discovery, slicing and metrics through
-// mxSml (libmxsml.so) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// The MetaX plugin (metax-tech.com/gpu): discovery and metrics through mxSml (libmxsml.so).
+// Cards are exposed through their DRM nodes (read from sysfs, either may be missing); sGPU
+// slices are not applied yet. See README.md.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/discovery.h>
+#include <gpustack_support/pci_topology.h>
+#include <gpustack_support/plugin_library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "mxsml_api.h"
 
 namespace {
 
-class MetaxPlugin final : public gpustack::sdk::Plugin {
+namespace sdk = gpustack::sdk;
+namespace support = gpustack::support;
+namespace mx = gpustack::metax::mxsml;
+
+std::string Trimmed(const char* text, size_t capacity) { return {text, strnlen(text, capacity)}; }
+
+class MetaxPlugin final : public sdk::Plugin {
  public:
-  static const gpustack::sdk::Identity& GetIdentity() {
-    static const gpustack::sdk::Identity identity{
+  static const sdk::Identity& GetIdentity() {
+    static const sdk::Identity identity{
         .manufacturer = "metax",
         .display_name = "MetaX",
         .base_resource_name = "metax-tech.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x9999},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING,
+        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                        GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
-  explicit MetaxPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit MetaxPlugin(const sdk::Host& host)
+      : host_(host),
+        library_(host_, {.pci_vendor_ids = {0x9999},
+                         .env = "GPUSTACK_METAX_LIBRARY",
+                         .candidates = {"/opt/mxdriver/lib/libmxsml.so", "/opt/maca/lib/libmxsml.so",
+                                        "/opt/mxn100/lib/libmxsml.so", "libmxsml.so"},
+                         .preload = {},
+                         .install_hint = "install the MetaX driver (mxSml under /opt/mxdriver)"}) {}
+  ~MetaxPlugin() override {
+    if (initialized_ && api_.shutdown != nullptr) api_.shutdown();
+  }
+
+  void Discover(sdk::DiscoverySink& sink) override {
+    if (!EnsureLoaded()) return;
+    const unsigned count = api_.get_device_count();
+    char maca[64] = {};
+    unsigned maca_size = sizeof maca;
+    if (api_.get_maca_version == nullptr || api_.get_maca_version(maca, &maca_size) != mx::kSuccess) {
+      maca[0] = '\0';
+    }
+    support::GroupBuilder groups;
+    std::vector<Card> cards;
+    for (unsigned id = 0; id < count; ++id) {
+      mx::DeviceInfo info{};
+      Check(api_.get_device_info(id, &info), "device " + std::to_string(id) + ": info");
+      // On an SR-IOV host the physical function is not a card a container can use; its VFs are.
+      if (info.mode == mx::kModePf) continue;
+      mx::MemoryInfo memory{};
+      Check(api_.get_memory_info(id, &memory), "device " + std::to_string(id) + ": memory");
+      const auto bus = support::NormalizeBusId(Trimmed(info.bdf_id, sizeof info.bdf_id));
+      sdk::Accelerator a;
+      a.id = Trimmed(info.uuid, sizeof info.uuid);
+      if (!bus || a.id.empty()) {
+        host_.Log(GPUSTACK_LOG_WARN, "skipping mxSml device " + std::to_string(id) +
+                                         ": no bus id or UUID");
+        continue;
+      }
+      const gpustack_pci_device* pci = support::FillTopology(host_, *bus, a);
+      const support::DrmNodes drm =
+          pci != nullptr ? support::ReadDrmNodes(std::string(sdk::View(pci->sysfs_path)))
+                         : support::DrmNodes{};
+      if (drm.card) a.physical_indexes.push_back(*drm.card);
+      if (drm.render) a.physical_indexes.push_back(*drm.render);
+      if (a.physical_indexes.empty()) {
+        host_.Log(GPUSTACK_LOG_WARN, "skipping " + a.id + ": no DRM card or render node");
+        continue;
+      }
+      a.memory_mib = static_cast<uint64_t>(memory.vram_total) / 1024;
+      a.health = GPUSTACK_HEALTH_HEALTHY;
+      a.logical_slice_count = 16;  // sGPU: up to 16 subdevices per card
+      a.cores_percentage_overcommit = false;
+      char driver[64] = {};
+      unsigned driver_size = sizeof driver;
+      if (api_.get_device_version == nullptr ||
+          api_.get_device_version(id, mx::kVersionDriver, driver, &driver_size) != mx::kSuccess) {
+        driver[0] = '\0';
+      }
+      groups.Add(Trimmed(info.device_name, sizeof info.device_name), [&] {
+        sdk::AcceleratorGroup g;
+        g.memory_mib = a.memory_mib;
+        g.driver_version = Trimmed(driver, sizeof driver);
+        g.runtime_version = Trimmed(maca, sizeof maca);
+        return g;
+      }, a);
+      cards.push_back({a.id, id});
+    }
+    cards_ = std::move(cards);
+    groups.Report(sink);
+  }
+
+  void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
+    if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
+    if (cards_.empty()) {
+      support::DiscardingSink discard;
+      Discover(discard.sink());
+    }
+    for (const std::string& wanted : request.accelerator_ids) {
+      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
+      }
+    }
+    for (const Card& card : cards_) {
+      if (!request.accelerator_ids.empty() &&
+          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
+              request.accelerator_ids.end()) {
+        continue;
+      }
+      sdk::DeviceSample s;
+      s.accelerator_id = card.uuid;
+      s.timestamp_ns = host_.NowNs();
+      s.health = GPUSTACK_HEALTH_HEALTHY;
+      mx::MemoryInfo memory{};
+      if (api_.get_memory_info(card.id, &memory) == mx::kSuccess && memory.vram_total > 0) {
+        s.memory_total_mib = static_cast<double>(memory.vram_total) / 1024.0;
+        s.memory_used_mib = static_cast<double>(memory.vram_use) / 1024.0;
+        s.memory_utilization_percent = 100.0 * static_cast<double>(memory.vram_use) /
+                                       static_cast<double>(memory.vram_total);
+      }
+      int usage = 0;
+      if (api_.get_device_ip_usage != nullptr &&
+          api_.get_device_ip_usage(card.id, mx::kUsageXcore, &usage) == mx::kSuccess) {
+        s.cores_utilization_percent = usage;
+      }
+      int hundredths = 0;
+      if (api_.get_temperature_info != nullptr &&
+          api_.get_temperature_info(card.id, mx::kSensorHotspot, &hundredths) == mx::kSuccess) {
+        s.temperature_celsius = hundredths / 100.0;
+      }
+      // Board power is the sum over the board's supply ways (2 or 3).
+      mx::BoardWayElectricInfo ways[4] = {};
+      unsigned n = 4;
+      if (api_.get_board_power_info != nullptr &&
+          api_.get_board_power_info(card.id, &n, ways) == mx::kSuccess && n > 0) {
+        double milliwatts = 0;
+        for (unsigned i = 0; i < std::min(n, 4u); ++i) milliwatts += ways[i].power_mw;
+        s.power_watts = milliwatts / 1000.0;
+      }
+      sink.Add(s);
+      if (request.include_processes && api_.get_single_gpu_process != nullptr) {
+        std::vector<mx::ProcessInfo> processes(16);
+        unsigned count = static_cast<unsigned>(processes.size());
+        if (api_.get_single_gpu_process(card.id, &count, processes.data()) != mx::kSuccess) continue;
+        for (unsigned i = 0; i < std::min<size_t>(count, processes.size()); ++i) {
+          sdk::ProcessSample p;
+          p.accelerator_id = card.uuid;
+          p.pid = processes[i].process_id;
+          double bytes = 0;
+          for (unsigned j = 0; j < std::min(processes[i].gpu_number, 64u); ++j) {
+            bytes += static_cast<double>(processes[i].gpus[j].gpu_memory_usage);
+          }
+          p.memory_used_mib = bytes / (1024.0 * 1024.0);
+          sink.Add(p);
+        }
+      }
+    }
+  }
+
+ private:
+  struct Card {
+    std::string uuid;
+    unsigned id = 0;
+  };
+
+  bool EnsureLoaded() {
+    if (initialized_) return true;
+    if (!resolved_) {
+      const support::VendorLibrary* lib = library_.Open();
+      if (lib == nullptr) return false;
+      std::string missing;
+      if (!mx::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
+      resolved_ = true;
+    }
+    if (const mx::Return r = api_.init(); r != mx::kSuccess) {
+      throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "mxSml: initialization failed: " + Text(r));
+    }
+    initialized_ = true;
+    return true;
+  }
+  std::string Text(mx::Return r) const {
+    const char* text = api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr;
+    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+  }
+  void Check(mx::Return r, const std::string& what) const {
+    if (r != mx::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "mxSml: " + what + ": " + Text(r));
+  }
+
+  sdk::Host host_;
+  support::PluginLibrary library_;
+  mx::Api api_{};
+  bool resolved_ = false;
+  bool initialized_ = false;
+  std::vector<Card> cards_;
 };
 
 }  // namespace

@@ -1,15 +1,45 @@
-// The Moore Threads plugin (mthreads.com/gpu).
-//
-// It identifies itself; discovery, slicing and metrics through
-// MTML (libmtml.so) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// The Moore Threads plugin (mthreads.com/gpu): discovery and metrics through MTML (libmtml.so).
+// The card's device node number is read from the library's /dev/mtgpu.<N> path, never taken from
+// the enumeration index. MPC (whole-card partition configurations) is reported, not driven; MTML
+// 2.2 lists no processes. See README.md.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/discovery.h>
+#include <gpustack_support/pci_topology.h>
+#include <gpustack_support/plugin_library.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "mtml_api.h"
 
 namespace {
 
-class MthreadsPlugin final : public gpustack::sdk::Plugin {
+namespace sdk = gpustack::sdk;
+namespace support = gpustack::support;
+namespace mt = gpustack::mthreads::mtml;
+
+std::string Trimmed(const char* text, size_t capacity) { return {text, strnlen(text, capacity)}; }
+
+// "/dev/mtgpu.3" -> 3.
+std::optional<uint32_t> NodeNumber(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (path.rfind("/dev/mtgpu.", 0) != 0 || dot == std::string::npos) return std::nullopt;
+  uint32_t n = 0;
+  const char* begin = path.data() + dot + 1;
+  const char* end = path.data() + path.size();
+  auto [ptr, ec] = std::from_chars(begin, end, n);
+  if (ec != std::errc() || ptr != end || begin == end) return std::nullopt;
+  return n;
+}
+
+class MthreadsPlugin final : public sdk::Plugin {
  public:
-  static const gpustack::sdk::Identity& GetIdentity() {
-    static const gpustack::sdk::Identity identity{
+  static const sdk::Identity& GetIdentity() {
+    static const sdk::Identity identity{
         .manufacturer = "mthreads",
         .display_name = "Moore Threads",
         .base_resource_name = "mthreads.com/gpu",
@@ -21,7 +51,178 @@ class MthreadsPlugin final : public gpustack::sdk::Plugin {
     return identity;
   }
 
-  explicit MthreadsPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit MthreadsPlugin(const sdk::Host& host)
+      : host_(host),
+        library_(host_, {.pci_vendor_ids = {0x1ed5},
+                         .env = "GPUSTACK_MTHREADS_LIBRARY",
+                         .candidates = {"/usr/lib/x86_64-linux-gnu/libmtml.so",
+                                        "/usr/local/musa/lib/libmtml.so", "libmtml.so"},
+                         .preload = {},
+                         .install_hint = "install the Moore Threads driver (MTML)"}) {}
+  ~MthreadsPlugin() override {
+    if (library_handle_ != nullptr) api_.library_shut_down(library_handle_);
+  }
+
+  void Discover(sdk::DiscoverySink& sink) override {
+    if (!EnsureLoaded()) return;
+    unsigned count = 0;
+    Check(api_.library_count_device(library_handle_, &count), "counting devices");
+    std::string driver;
+    mt::System* system = nullptr;
+    char version[mt::kDriverVersionSize] = {};
+    if (api_.library_init_system != nullptr && api_.system_get_driver_version != nullptr &&
+        api_.library_init_system(library_handle_, &system) == mt::kSuccess &&
+        api_.system_get_driver_version(system, version, sizeof version) == mt::kSuccess) {
+      driver = Trimmed(version, sizeof version);
+    }
+    support::GroupBuilder groups;
+    std::vector<Card> cards;
+    for (unsigned i = 0; i < count; ++i) {
+      const std::string where = "device " + std::to_string(i);
+      mt::Device* device = nullptr;
+      Check(api_.library_init_device_by_index(library_handle_, i, &device), where);
+      char uuid[mt::kUuidSize] = {};
+      char name[mt::kNameSize] = {};
+      char path[mt::kPathSize] = {};
+      mt::PciInfo pci{};
+      mt::Memory* memory = nullptr;
+      unsigned long long total = 0;
+      Check(api_.device_get_uuid(device, uuid, sizeof uuid), where + ": uuid");
+      Check(api_.device_get_name(device, name, sizeof name), where + ": name");
+      Check(api_.device_get_pci_info(device, &pci), where + ": PCI info");
+      Check(api_.device_init_memory(device, &memory), where + ": memory");
+      Check(api_.memory_get_total(memory, &total), where + ": memory total");
+      sdk::Accelerator a;
+      a.id = Trimmed(uuid, sizeof uuid);
+      const auto bus = support::NormalizeBusId(Trimmed(pci.sbdf, sizeof pci.sbdf));
+      const auto node = api_.device_get_gpu_path(device, path, sizeof path) == mt::kSuccess
+                            ? NodeNumber(Trimmed(path, sizeof path))
+                            : std::nullopt;
+      if (!bus || !node) {
+        host_.Log(GPUSTACK_LOG_WARN, "skipping MTML " + where + " (" + a.id +
+                                         "): no bus id or /dev/mtgpu node number");
+        continue;
+      }
+      support::FillTopology(host_, *bus, a);
+      a.physical_indexes = {*node};
+      a.memory_mib = total / (1024 * 1024);
+      a.health = GPUSTACK_HEALTH_HEALTHY;
+      a.logical_slice_count = 16;  // sGPU: max_inst up to 16
+      int mpc = 0;
+      if (api_.device_get_mpc_mode != nullptr &&
+          api_.device_get_mpc_mode(device, &mpc) == mt::kSuccess && mpc == 1) {
+        // Its instances are whole-card configurations this plugin does not drive: the card is not
+        // offered for slicing while MPC holds it.
+        host_.Log(GPUSTACK_LOG_WARN, a.id + " is in MPC mode; it is offered whole only");
+        a.logical_slice_count = 0;
+      }
+      unsigned cores = 0;
+      if (api_.device_count_gpu_cores == nullptr ||
+          api_.device_count_gpu_cores(device, &cores) != mt::kSuccess) {
+        cores = 0;
+      }
+      groups.Add(Trimmed(name, sizeof name), [&] {
+        sdk::AcceleratorGroup g;
+        g.memory_mib = a.memory_mib;
+        g.cores = cores;
+        g.driver_version = driver;
+        return g;
+      }, a);
+      cards.push_back({a.id, device});
+    }
+    cards_ = std::move(cards);
+    groups.Report(sink);
+  }
+
+  void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
+    if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
+    if (cards_.empty()) {
+      support::DiscardingSink discard;
+      Discover(discard.sink());
+    }
+    for (const std::string& wanted : request.accelerator_ids) {
+      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
+      }
+    }
+    for (const Card& card : cards_) {
+      if (!request.accelerator_ids.empty() &&
+          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
+              request.accelerator_ids.end()) {
+        continue;
+      }
+      sdk::DeviceSample s;
+      s.accelerator_id = card.uuid;
+      s.timestamp_ns = host_.NowNs();
+      s.health = GPUSTACK_HEALTH_HEALTHY;
+      mt::Memory* memory = nullptr;
+      unsigned long long total = 0, used = 0;
+      if (api_.device_init_memory(card.device, &memory) == mt::kSuccess &&
+          api_.memory_get_total(memory, &total) == mt::kSuccess && total > 0) {
+        s.memory_total_mib = static_cast<double>(total) / (1024.0 * 1024.0);
+        if (api_.memory_get_used != nullptr && api_.memory_get_used(memory, &used) == mt::kSuccess) {
+          s.memory_used_mib = static_cast<double>(used) / (1024.0 * 1024.0);
+          s.memory_utilization_percent = 100.0 * static_cast<double>(used) / static_cast<double>(total);
+        }
+      }
+      mt::Gpu* gpu = nullptr;
+      if (api_.device_init_gpu != nullptr && api_.device_init_gpu(card.device, &gpu) == mt::kSuccess) {
+        unsigned utilization = 0;
+        if (api_.gpu_get_utilization != nullptr &&
+            api_.gpu_get_utilization(gpu, &utilization) == mt::kSuccess) {
+          s.cores_utilization_percent = utilization;
+        }
+        int temperature = 0;
+        if (api_.gpu_get_temperature != nullptr &&
+            api_.gpu_get_temperature(gpu, &temperature) == mt::kSuccess) {
+          s.temperature_celsius = temperature;
+        }
+      }
+      unsigned milliwatts = 0;
+      if (api_.device_get_power_usage != nullptr &&
+          api_.device_get_power_usage(card.device, &milliwatts) == mt::kSuccess) {
+        s.power_watts = milliwatts / 1000.0;
+      }
+      sink.Add(s);
+    }
+  }
+
+ private:
+  struct Card {
+    std::string uuid;
+    mt::Device* device = nullptr;
+  };
+
+  bool EnsureLoaded() {
+    if (library_handle_ != nullptr) return true;
+    if (!resolved_) {
+      const support::VendorLibrary* lib = library_.Open();
+      if (lib == nullptr) return false;
+      std::string missing;
+      if (!mt::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
+      resolved_ = true;
+    }
+    mt::Library* handle = nullptr;
+    if (const mt::Return r = api_.library_init(&handle); r != mt::kSuccess) {
+      throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "MTML: initialization failed: " + Text(r));
+    }
+    library_handle_ = handle;
+    return true;
+  }
+  std::string Text(mt::Return r) const {
+    const char* text = api_.error_string != nullptr ? api_.error_string(r) : nullptr;
+    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+  }
+  void Check(mt::Return r, const std::string& what) const {
+    if (r != mt::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "MTML: " + what + ": " + Text(r));
+  }
+
+  sdk::Host host_;
+  support::PluginLibrary library_;
+  mt::Api api_{};
+  bool resolved_ = false;
+  mt::Library* library_handle_ = nullptr;
+  std::vector<Card> cards_;
 };
 
 }  // namespace
