@@ -2,6 +2,7 @@
 //
 //   gpustack-plugin-conformance --manifest <dir>/<name>.json [--manifest ...] [gtest flags]
 //   gpustack-plugin-conformance --manifest <m> --expect-failure <regex>
+//   gpustack-plugin-conformance --manifest <m> --setting library_path=<lib> --sysfs-root <dir>
 //
 // The second form is for plugins that are broken on purpose: it passes only if the suite fails
 // and some failure message matches <regex>.
@@ -25,6 +26,7 @@
 
 #include "host/common/logging.h"
 #include "host/loader/loader.h"
+#include "host/pci/pci_inventory.h"
 #include "host/loader/manifest.h"
 
 namespace gpustack {
@@ -32,6 +34,10 @@ namespace {
 
 using loader::Plugin;
 std::vector<std::string> g_manifests;
+// --setting key=value: the plugin's per-node settings (library_path, state_dir ...).
+std::map<std::string, std::string> g_settings;
+// --sysfs-root: the PCI inventory handed to init, from a (fixture) sysfs tree; none when empty.
+std::string g_sysfs_root;
 
 constexpr const char* kNoMessage = "(the plugin gave no message)";
 
@@ -62,11 +68,30 @@ gpustack_host_services NullHostServices() {
   host.log = [](void*, gpustack_log_level, gpustack_str, gpustack_str, uint32_t) {};
   host.log_enabled = [](void*, gpustack_log_level) -> int32_t { return 0; };
   host.monotonic_time_ns = [](void*) -> uint64_t { return 1; };
-  host.config_get = [](void*, gpustack_str, gpustack_str*) -> gpustack_status {
-    return GPUSTACK_STATUS_NOT_FOUND;
+  // The same --setting values the loader hands the plugin.
+  host.config_get = [](void*, gpustack_str key, gpustack_str* value) -> gpustack_status {
+    auto it = g_settings.find(std::string(sdk::View(key)));
+    if (it == g_settings.end()) return GPUSTACK_STATUS_NOT_FOUND;
+    *value = sdk::Str(it->second);
+    return GPUSTACK_STATUS_OK;
   };
   return host;
 }
+
+// The --sysfs-root inventory as ABI structs, for tests that call the plugin's table directly.
+struct RawInventory {
+  explicit RawInventory(const std::vector<pci::PciDevice>& devices) : source(devices) {
+    for (const pci::PciDevice& d : source) {
+      structs.push_back({sizeof(gpustack_pci_device), nullptr, sdk::Str(d.bus_id), d.vendor_id,
+                         d.device_id, d.class_code, d.subsystem_vendor_id, d.subsystem_device_id,
+                         d.numa_node, sdk::Str(d.sysfs_path)});
+    }
+    for (const gpustack_pci_device& d : structs) pointers.push_back(&d);
+  }
+  std::vector<pci::PciDevice> source;
+  std::vector<gpustack_pci_device> structs;
+  std::vector<const gpustack_pci_device*> pointers;
+};
 
 bool IsBusId(const std::string& s) {
   static const std::regex bus("^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$");
@@ -82,7 +107,12 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     auto loaded = loader::LoadFromManifest(GetParam(), loader::LoaderOptions{});
     ASSERT_TRUE(loaded) << loaded.error();
     plugin_ = std::move(loaded).value();
-    auto init = plugin_->Init({}, {});
+    if (!g_sysfs_root.empty()) {
+      auto scanned = pci::Scan({g_sysfs_root, {"02", "03", "0b", "12"}});
+      ASSERT_TRUE(scanned) << scanned.error();
+      inventory_ = *scanned;
+    }
+    auto init = plugin_->Init(g_settings, inventory_);
     ASSERT_TRUE(init) << init.error();
   }
 
@@ -109,6 +139,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
 
   loader::Manifest manifest_;
   std::unique_ptr<Plugin> plugin_;
+  std::vector<pci::PciDevice> inventory_;
 };
 
 TEST_P(Conformance, ExportsOnlyTheEntrySymbol) {
@@ -180,7 +211,12 @@ TEST_P(Conformance, IdentifyWritesOnlyWithinStructSize) {
 TEST_P(Conformance, InitAndShutdownCycle) {
   plugin_->Shutdown();
   for (int round = 0; round < 3; ++round) {
-    auto init = plugin_->Init({}, {});
+    if (!g_sysfs_root.empty()) {
+      auto scanned = pci::Scan({g_sysfs_root, {"02", "03", "0b", "12"}});
+      ASSERT_TRUE(scanned) << scanned.error();
+      inventory_ = *scanned;
+    }
+    auto init = plugin_->Init(g_settings, inventory_);
     ASSERT_TRUE(init) << "round " << round << ": " << init.error();
     plugin_->Shutdown();
   }
@@ -271,9 +307,14 @@ TEST_P(Conformance, DiscoveryStopsWhenTheHostRefuses) {
   RawPlugin raw(manifest_);
   ASSERT_NE(raw.api, nullptr);
   const gpustack_host_services host = NullHostServices();
-  const gpustack_init_args init{
-      sizeof(init), nullptr, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR, &host,
-      nullptr,      0};
+  const RawInventory inventory(inventory_);
+  const gpustack_init_args init{sizeof(init),
+                                nullptr,
+                                GPUSTACK_PLUGIN_ABI_MAJOR,
+                                GPUSTACK_PLUGIN_ABI_MINOR,
+                                &host,
+                                inventory.pointers.data(),
+                                inventory.pointers.size()};
   gpustack_plugin_instance* instance = nullptr;
   plugin_->Shutdown();  // one instance at a time
   ASSERT_EQ(raw.api->init(&init, &instance), GPUSTACK_STATUS_OK) << raw.LastError();
@@ -478,13 +519,24 @@ int main(int argc, char** argv) {
       gpustack::g_manifests.emplace_back(argv[++i]);
     } else if (arg == "--expect-failure" && i + 1 < argc) {
       expect_failure = argv[++i];
+    } else if (arg == "--setting" && i + 1 < argc) {
+      const std::string setting = argv[++i];
+      const size_t eq = setting.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "--setting takes key=value, got \"" << setting << "\"\n";
+        return 2;
+      }
+      gpustack::g_settings[setting.substr(0, eq)] = setting.substr(eq + 1);
+    } else if (arg == "--sysfs-root" && i + 1 < argc) {
+      gpustack::g_sysfs_root = argv[++i];
     } else {
       rest.push_back(argv[i]);
     }
   }
   if (gpustack::g_manifests.empty()) {
     std::cerr << "usage: " << argv[0]
-              << " --manifest <plugin.json> [--manifest ...] [--expect-failure <regex>]\n";
+              << " --manifest <plugin.json> [--manifest ...] [--expect-failure <regex>]\n"
+              << "    [--setting key=value ...] [--sysfs-root <dir>]\n";
     return 2;
   }
   gpustack::InitLogging("off");

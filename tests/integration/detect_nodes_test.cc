@@ -28,9 +28,14 @@ struct CliRun {
 // Every plugin pointed at its fake management library.
 std::string FakeLibraries() {
   const std::string dir = GPUSTACK_FAKE_VENDOR_DIR;
-  return "GPUSTACK_NVIDIA_LIBRARY='" + dir + "/libnvidia-ml.so.1' GPUSTACK_ILUVATAR_LIBRARY='" + dir +
-         "/libixml.so' GPUSTACK_THEAD_LIBRARY='" + dir + "/libhgml.so' GPUSTACK_AMD_LIBRARY='" +
-         dir + "/librocm_smi64.so' GPUSTACK_HYGON_LIBRARY='" + dir + "/librocm_smi64.so' ";
+  std::string env;
+  for (const auto& [vendor, library] :
+       {std::pair{"NVIDIA", "libnvidia-ml.so.1"}, {"ILUVATAR", "libixml.so"}, {"THEAD", "libhgml.so"},
+        {"AMD", "librocm_smi64.so"}, {"HYGON", "librocm_smi64.so"}, {"ASCEND", "libdcmi.so"},
+        {"CAMBRICON", "libcndev.so"}, {"METAX", "libmxsml.so"}, {"MTHREADS", "libmtml.so"}}) {
+    env += std::string("GPUSTACK_") + vendor + "_LIBRARY='" + dir + "/" + library + "' ";
+  }
+  return env;
 }
 
 CliRun Detect(const std::string& node, const std::string& extra_env = "") {
@@ -77,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
                                            "nvidia-h100x8-mig-on", "nvidia-h100x8-mig-mixed",
                                            "mixed-nvidia-amd", "iluvatar-bi-v150x2",
                                            "thead-ppu-zw810ex2", "amd-mi210x2", "hygon-k100x4",
-                                           "cpu-only"),
+                                           "ascend-910b3x8", "cambricon-mlu370x4",
+                                           "metax-mxc500x2", "mthreads-s4000x2", "cpu-only"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

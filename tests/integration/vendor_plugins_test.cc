@@ -351,3 +351,122 @@ TEST_F(VendorPluginTest, AmdCardWithoutDrmNodesIsSkipped) {
 
 }  // namespace
 }  // namespace gpustack
+
+namespace gpustack {
+namespace {
+
+// Every plugin against its fake library: the same failure rules hold for all nine.
+struct VendorCase {
+  std::string plugin;
+  std::string library;
+  std::string node;
+  std::string section;     // the fake's fixture section
+  std::string init;        // its initialization function, as the fake names it
+  std::string per_device;  // a query discovery makes once per card
+};
+
+class EveryVendor : public ::testing::TestWithParam<VendorCase> {
+ protected:
+  void TearDown() override {
+    if (!fixture_.empty()) std::filesystem::remove(fixture_);
+    ::unsetenv("GPUSTACK_FAKE_FIXTURE");
+  }
+  // Starts the plugin on its node, with `errors` injected into its fake library.
+  std::unique_ptr<loader::Plugin> Start(const nlohmann::json& errors) {
+    const VendorCase& c = GetParam();
+    std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/" + c.node + ".json");
+    nlohmann::json scenario = nlohmann::json::parse(in);
+    scenario[c.section]["errors"] = errors;
+    fixture_ = std::filesystem::temp_directory_path() /
+               ("every-vendor-" + std::to_string(::getpid()) + ".json");
+    std::ofstream(fixture_) << scenario.dump();
+    ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_.c_str(), 1);
+    auto inventory = pci::Scan(
+        {std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {"02", "03", "0b", "12"}});
+    EXPECT_TRUE(inventory) << inventory.error();
+    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
+    EXPECT_TRUE(manifest) << manifest.error();
+    auto loaded = loader::Load(*manifest, {});
+    EXPECT_TRUE(loaded) << loaded.error();
+    std::unique_ptr<loader::Plugin> plugin = std::move(loaded).value();
+    auto init = plugin->Init(
+        {{"library_path", std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/" + c.library},
+         {"state_dir", (std::filesystem::temp_directory_path() / "every-vendor-state").string()}},
+        *inventory);
+    EXPECT_TRUE(init) << init.error();
+    return plugin;
+  }
+  std::string fixture_;
+};
+
+size_t Cards(const std::vector<sdk::AcceleratorGroup>& groups) {
+  size_t n = 0;
+  for (const auto& g : groups) n += g.accelerators.size();
+  return n;
+}
+
+TEST_P(EveryVendor, DiscoversAndSamplesEveryCard) {
+  auto plugin = Start(nullptr);
+  auto groups = plugin->Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_GT(Cards(*groups), 0u);
+  auto snapshot = plugin->SampleMetrics({{}, true});
+  ASSERT_TRUE(snapshot) << snapshot.error();
+  EXPECT_EQ(snapshot->devices.size(), Cards(*groups));
+  for (const sdk::DeviceSample& s : snapshot->devices) {
+    EXPECT_TRUE(s.memory_total_mib.has_value()) << s.accelerator_id;
+    EXPECT_TRUE(s.memory_used_mib.has_value()) << s.accelerator_id;
+  }
+}
+
+TEST_P(EveryVendor, InitFailureIsUnavailable) {
+  auto plugin = Start({{GetParam().init, {{"code", 9}}}});
+  auto groups = plugin->Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE) << groups.error();
+  EXPECT_NE(groups.error().find("initialization failed"), std::string::npos) << groups.error();
+}
+
+TEST_P(EveryVendor, AQueryFailingMidEnumerationFailsTheWholePass) {
+  // The first card reads fine, the second does not: never a silently shortened list.
+  auto plugin = Start({{GetParam().per_device, {{"code", 2}, {"after", 1}}}});
+  auto groups = plugin->Discover();
+  ASSERT_FALSE(groups) << "a pass that lost a card reported " << Cards(*groups) << " cards";
+  EXPECT_NE(groups.failure().code, GPUSTACK_STATUS_OK);
+  EXPECT_FALSE(groups.error().empty());
+}
+
+TEST_P(EveryVendor, MissingLibraryOnANodeWithTheDevicesIsUnavailable) {
+  const VendorCase& c = GetParam();
+  auto inventory = pci::Scan(
+      {std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {"02", "03", "0b", "12"}});
+  ASSERT_TRUE(inventory) << inventory.error();
+  auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
+  ASSERT_TRUE(manifest) << manifest.error();
+  auto loaded = loader::Load(*manifest, {});
+  ASSERT_TRUE(loaded) << loaded.error();
+  ASSERT_TRUE((*loaded)->Init({{"library_path", "/nonexistent/" + c.library}}, *inventory));
+  auto groups = (*loaded)->Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_NE(groups.error().find("/nonexistent/" + c.library), std::string::npos) << groups.error();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vendors, EveryVendor,
+    ::testing::Values(
+        VendorCase{"nvidia", "libnvidia-ml.so.1", "nvidia-t4x4", "nvml", "Init", "DeviceGetUUID"},
+        VendorCase{"iluvatar", "libixml.so", "iluvatar-bi-v150x2", "ixml", "Init", "DeviceGetUUID"},
+        VendorCase{"thead", "libhgml.so", "thead-ppu-zw810ex2", "hgml", "Init", "DeviceGetUUID"},
+        VendorCase{"amd", "librocm_smi64.so", "amd-mi210x2", "rocm_smi", "init", "dev_name_get"},
+        VendorCase{"hygon", "librocm_smi64.so", "hygon-k100x4", "rocm_smi", "init", "dev_name_get"},
+        VendorCase{"ascend", "libdcmi.so", "ascend-910b3x8", "dcmi", "init",
+                   "get_device_chip_info"},
+        VendorCase{"cambricon", "libcndev.so", "cambricon-mlu370x4", "cndev", "Init", "GetUUID"},
+        VendorCase{"metax", "libmxsml.so", "metax-mxc500x2", "mxsml", "Init", "GetDeviceInfo"},
+        VendorCase{"mthreads", "libmtml.so", "mthreads-s4000x2", "mtml", "LibraryInit",
+                   "DeviceGetUUID"}),
+    [](const auto& info) { return info.param.plugin; });
+
+}  // namespace
+}  // namespace gpustack

@@ -1,27 +1,237 @@
-// The Cambricon plugin (cambricon.com/mlu).
-//
-// It identifies itself; discovery, slicing and metrics through
-// CNDev (libcndev.so) are not implemented yet and answer UNIMPLEMENTED (see README.md).
+// The Cambricon plugin (cambricon.com/mlu): discovery and metrics through CNDev (libcndev.so,
+// under $NEUWARE_HOME/lib64). The card node /dev/cambricon_dev<N> uses the CNDev slot. sMLU and
+// MIM instances are not driven yet. See README.md.
 #include <gpustack/plugin.hpp>
+
+#include <gpustack_support/discovery.h>
+#include <gpustack_support/pci_topology.h>
+#include <gpustack_support/plugin_library.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cndev_api.h"
 
 namespace {
 
-class CambriconPlugin final : public gpustack::sdk::Plugin {
+namespace sdk = gpustack::sdk;
+namespace support = gpustack::support;
+namespace cn = gpustack::cambricon::cndev;
+
+std::vector<std::string> Candidates() {
+  std::vector<std::string> out;
+  if (const char* home = secure_getenv("NEUWARE_HOME"); home != nullptr && *home != '\0') {
+    out.push_back(std::string(home) + "/lib64/libcndev.so");
+  }
+  out.push_back("/usr/local/neuware/lib64/libcndev.so");
+  out.push_back("libcndev.so");
+  return out;
+}
+
+class CambriconPlugin final : public sdk::Plugin {
  public:
-  static const gpustack::sdk::Identity& GetIdentity() {
-    static const gpustack::sdk::Identity identity{
+  static const sdk::Identity& GetIdentity() {
+    static const sdk::Identity identity{
         .manufacturer = "cambricon",
         .display_name = "Cambricon",
         .base_resource_name = "cambricon.com/mlu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0xcabc},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING,
+        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
+                        GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
-  explicit CambriconPlugin(const gpustack::sdk::Host& /*host*/) {}
+  explicit CambriconPlugin(const sdk::Host& host)
+      : host_(host),
+        library_(host_, {.pci_vendor_ids = {0xcabc},
+                         .env = "GPUSTACK_CAMBRICON_LIBRARY",
+                         .candidates = Candidates(),
+                         .preload = {},
+                         .install_hint = "install the Cambricon driver and Neuware (CNDev)"}) {}
+  ~CambriconPlugin() override {
+    if (initialized_) api_.release();
+  }
+
+  void Discover(sdk::DiscoverySink& sink) override {
+    if (!EnsureLoaded()) return;
+    cn::CardInfo count{cn::kVersion, 0};
+    Check(api_.get_device_count(&count), "counting devices");
+    support::GroupBuilder groups;
+    std::vector<Card> cards;
+    for (unsigned slot = 0; slot < count.number; ++slot) {
+      const std::string where = "slot " + std::to_string(slot);
+      cn::Device device = static_cast<cn::Device>(slot);
+      if (api_.get_device_handle_by_index != nullptr) {
+        Check(api_.get_device_handle_by_index(static_cast<int>(slot), &device), where + ": handle");
+      }
+      cn::Uuid uuid{};
+      uuid.version = cn::kVersion;
+      Check(api_.get_uuid(&uuid, device), where + ": uuid");
+      cn::PcieInfoV2 pcie{};
+      Check(api_.get_pcie_info_v2(&pcie, device), where + ": PCIe info");
+      cn::MemoryInfoV2 memory{};
+      Check(api_.get_memory_usage_v2(&memory, device), where + ": memory");
+      const char* raw_uuid = reinterpret_cast<const char*>(uuid.uuid);
+      const std::string id(raw_uuid, strnlen(raw_uuid, sizeof uuid.uuid));
+      if (id.empty()) {
+        host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no UUID");
+        continue;
+      }
+      sdk::Accelerator a;
+      a.id = "MLU-" + id;  // CNDev's UUID carries no prefix; Cambricon's tools add this one
+      char bus[32];
+      std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pcie.domain, pcie.bus, pcie.device,
+                    pcie.function);
+      support::FillTopology(host_, bus, a);
+      a.physical_indexes = {slot};  // /dev/cambricon_dev<slot>
+      a.memory_mib = static_cast<uint64_t>(memory.physical_memory_total);
+      a.health = Health(device);
+      a.logical_slice_count = 16;  // sMLU: the driver enforces quota and memory
+      const char* name = api_.get_card_name_string_by_dev_id != nullptr
+                             ? api_.get_card_name_string_by_dev_id(device)
+                             : nullptr;
+      groups.Add(name != nullptr ? name : "MLU", [&] {
+        sdk::AcceleratorGroup g;
+        g.memory_mib = a.memory_mib;
+        cn::CoreCount cores{cn::kVersion, 0};
+        if (api_.get_core_count != nullptr && api_.get_core_count(&cores, device) == cn::kSuccess) {
+          g.cores = static_cast<uint64_t>(std::max(cores.count, 0));
+        }
+        cn::VersionInfo version{};
+        version.version = cn::kVersion;
+        if (api_.get_version_info != nullptr &&
+            api_.get_version_info(&version, device) == cn::kSuccess) {
+          g.driver_version = std::to_string(version.driver_major) + "." +
+                             std::to_string(version.driver_minor) + "." +
+                             std::to_string(version.driver_build);
+        }
+        return g;
+      }, a);
+      cards.push_back({a.id, device});
+    }
+    cards_ = std::move(cards);
+    groups.Report(sink);
+  }
+
+  void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
+    if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
+    if (cards_.empty()) {
+      support::DiscardingSink discard;
+      Discover(discard.sink());
+    }
+    for (const std::string& wanted : request.accelerator_ids) {
+      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
+      }
+    }
+    for (const Card& card : cards_) {
+      if (!request.accelerator_ids.empty() &&
+          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
+              request.accelerator_ids.end()) {
+        continue;
+      }
+      sdk::DeviceSample s;
+      s.accelerator_id = card.uuid;
+      s.timestamp_ns = host_.NowNs();
+      s.health = Health(card.device);
+      cn::MemoryInfoV2 memory{};
+      if (api_.get_memory_usage_v2(&memory, card.device) == cn::kSuccess &&
+          memory.physical_memory_total > 0) {
+        s.memory_total_mib = static_cast<double>(memory.physical_memory_total);
+        s.memory_used_mib = static_cast<double>(memory.physical_memory_used);
+        s.memory_utilization_percent = 100.0 * static_cast<double>(memory.physical_memory_used) /
+                                       static_cast<double>(memory.physical_memory_total);
+      }
+      cn::UtilizationInfo util{};
+      util.version = cn::kVersion;
+      if (api_.get_device_utilization_info != nullptr &&
+          api_.get_device_utilization_info(&util, card.device) == cn::kSuccess) {
+        s.cores_utilization_percent = util.average_core_utilization;
+      }
+      cn::TemperatureInfo temperature{};
+      temperature.version = cn::kVersion;
+      if (api_.get_temperature_info != nullptr &&
+          api_.get_temperature_info(&temperature, card.device) == cn::kSuccess) {
+        s.temperature_celsius = temperature.chip;
+      }
+      cn::DevicePowerInfo power{};
+      if (api_.get_device_power_info != nullptr &&
+          api_.get_device_power_info(&power, card.device) == cn::kSuccess) {
+        s.power_watts = power.usage;
+      }
+      sink.Add(s);
+      if (request.include_processes && api_.get_process_info != nullptr) {
+        std::vector<cn::ProcessInfo> processes(16);
+        unsigned n = 0;
+        cn::Return r = cn::kInsufficientSpace;
+        // INSUFFICIENT_SPACE leaves the needed count in n: grow once and retry.
+        for (int attempt = 0; attempt < 2 && r == cn::kInsufficientSpace; ++attempt) {
+          if (n > processes.size()) processes.resize(n);
+          for (cn::ProcessInfo& p : processes) p.version = cn::kVersion;
+          n = static_cast<unsigned>(processes.size());
+          r = api_.get_process_info(&n, processes.data(), card.device);
+        }
+        if (r != cn::kSuccess) continue;
+        for (unsigned i = 0; i < std::min<size_t>(n, processes.size()); ++i) {
+          sdk::ProcessSample p;
+          p.accelerator_id = card.uuid;
+          p.pid = processes[i].pid;
+          p.memory_used_mib = static_cast<double>(processes[i].physical_memory_used) / 1024.0;
+          sink.Add(p);
+        }
+      }
+    }
+  }
+
+ private:
+  struct Card {
+    std::string uuid;
+    cn::Device device = 0;
+  };
+
+  bool EnsureLoaded() {
+    if (initialized_) return true;
+    if (!resolved_) {
+      const support::VendorLibrary* lib = library_.Open();
+      if (lib == nullptr) return false;
+      std::string missing;
+      if (!cn::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
+      resolved_ = true;
+    }
+    if (const cn::Return r = api_.init(0); r != cn::kSuccess) {
+      throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "CNDev: initialization failed: " + Text(r));
+    }
+    initialized_ = true;
+    return true;
+  }
+  std::string Text(cn::Return r) const {
+    const char* text = api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr;
+    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+  }
+  void Check(cn::Return r, const std::string& what) const {
+    if (r != cn::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "CNDev: " + what + ": " + Text(r));
+  }
+  gpustack_health Health(cn::Device device) const {
+    cn::HealthState state{cn::kVersion, 0, 0, 0};
+    if (api_.get_card_health_state == nullptr ||
+        api_.get_card_health_state(&state, device) != cn::kSuccess) {
+      return GPUSTACK_HEALTH_UNKNOWN;
+    }
+    return state.health == 1 ? GPUSTACK_HEALTH_HEALTHY : GPUSTACK_HEALTH_UNHEALTHY;
+  }
+
+  sdk::Host host_;
+  support::PluginLibrary library_;
+  cn::Api api_{};
+  bool resolved_ = false;
+  bool initialized_ = false;
+  std::vector<Card> cards_;
 };
 
 }  // namespace
