@@ -13,6 +13,7 @@
 #include "host/device_manager/detect.h"
 #include "host/device_manager/detect_report.h"
 #include "host/device_manager/monitor.h"
+#include "host/device_manager/preflight.h"
 
 namespace {
 
@@ -126,6 +127,24 @@ int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int
   return failed ? 1 : 0;
 }
 
+int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
+                 const std::string& output) {
+  if (!ResolveNodeFlags(flags)) return 2;
+  auto session = dm::OpenNode(flags.options);
+  if (!session) {
+    std::cerr << "error: " << session.error() << "\n";
+    return 2;
+  }
+  dm::DiscoverAll(*session, flags.options);
+  const auto checks = dm::RunPreflight(*session, preflight);
+  if (output == "json") {
+    std::cout << dm::ToJson(checks).dump(2) << "\n";
+  } else {
+    std::cout << dm::ToText(checks);
+  }
+  return dm::AllPassed(checks) ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +199,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"yaml", "json", "text"}))
       ->capture_default_str();
 
+  CLI::App* preflight = manager->add_subcommand(
+      "preflight", "Check what each enabled manufacturer needs on this node, and say what to fix");
+  NodeFlags preflight_flags;
+  AddNodeFlags(preflight, preflight_flags);
+  dm::PreflightOptions preflight_options;
+  std::string preflight_output = "text";
+  preflight->add_option("--dev-root", preflight_options.dev_root, "Where device nodes live")
+      ->envname("GPUSTACK_DEV_ROOT")
+      ->capture_default_str();
+  preflight->add_option("--containerd-config", preflight_options.containerd_config,
+                        "containerd's configuration, for runtime handlers")
+      ->capture_default_str();
+  preflight->add_option("-o,--output", preflight_output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   gpustack::InitLogging(log_level);
 
@@ -188,5 +223,6 @@ int main(int argc, char** argv) {
     if (interval == 0 && count == 0) count = 1;  // no interval: one round
     return RunMonitor(monitor_flags, monitor_output, interval, count, processes);
   }
+  if (preflight->parsed()) return RunPreflight(preflight_flags, preflight_options, preflight_output);
   return 0;
 }

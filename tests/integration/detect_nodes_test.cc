@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host/devices/model.h"
@@ -248,6 +249,65 @@ TEST(MonitorCli, WhatCannotBeMeasuredIsAbsentNotZero) {
     EXPECT_FALSE(card.contains("powerUsage")) << card.dump();
     EXPECT_TRUE(card.contains("temperature")) << card.dump();
   }
+}
+
+// `device-manager preflight -o json` on a fixture node: {exit code, checks}.
+std::pair<int, json> Preflight(const std::string& node, const std::string& extra_env = "") {
+  const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
+  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" +
+                              node + ".json' " + FakeLibraries() + extra_env + " '" +
+                              GPUSTACK_BINARY + "' device-manager preflight -o json --sysfs-root '" +
+                              trees + "/sys' --dev-root '" + trees + "/dev' --containerd-config '" +
+                              trees + "/etc/containerd/config.toml' 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buffer;
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, json::parse(out, nullptr, false)};
+}
+
+const json* FindCheck(const json& report, const std::string& check) {
+  for (const json& c : report["checks"]) {
+    if (c["check"] == check) return &c;
+  }
+  return nullptr;
+}
+
+TEST(PreflightCli, AReadyNodePasses) {
+  const auto [code, report] = Preflight("nvidia-a10g");
+  EXPECT_EQ(code, 0) << report.dump(1);
+  for (const json& c : report["checks"]) EXPECT_EQ(c["result"], "PASS") << c.dump();
+  ASSERT_NE(FindCheck(report, "container runtime"), nullptr);
+}
+
+TEST(PreflightCli, MissingNodesAndRuntimeSayWhatToFix) {
+  const auto [code, report] = Preflight("nvidia-t4x4");
+  EXPECT_EQ(code, 1);
+  const json* nodes = FindCheck(report, "device nodes");
+  ASSERT_NE(nodes, nullptr) << report.dump(1);
+  EXPECT_EQ((*nodes)["result"], "FAIL");
+  EXPECT_NE((*nodes)["detail"].get<std::string>().find("/dev/nvidia-uvm"), std::string::npos);
+  EXPECT_FALSE((*nodes)["fix"].get<std::string>().empty());
+  EXPECT_EQ((*FindCheck(report, "container runtime"))["result"], "WARN");  // no containerd config
+}
+
+TEST(PreflightCli, AMissingLibraryFailsTheLibraryCheck) {
+  const auto [code, report] = Preflight("amd-mi210x2", "GPUSTACK_AMD_LIBRARY=/nonexistent/librocm_smi64.so");
+  EXPECT_EQ(code, 1);
+  const json* library = FindCheck(report, "management library");
+  ASSERT_NE(library, nullptr) << report.dump(1);
+  EXPECT_EQ((*library)["result"], "FAIL");
+  EXPECT_NE((*library)["detail"].get<std::string>().find("UNAVAILABLE"), std::string::npos);
+  EXPECT_EQ((*library)["fix"], "load the amdgpu driver");
+}
+
+TEST(PreflightCli, PartitionModeIsReported) {
+  const auto [code, report] = Preflight("nvidia-h100x8-mig-mixed");
+  EXPECT_EQ(code, 0) << report.dump(1);
+  const json* mode = FindCheck(report, "partition mode");
+  ASSERT_NE(mode, nullptr);
+  EXPECT_EQ((*mode)["detail"], "3 of 8 card(s) in mig mode");
 }
 
 }  // namespace
