@@ -64,6 +64,9 @@ bool ResolveNodeFlags(NodeFlags& flags) {
   return true;
 }
 
+// Vendor libraries name devices; a name that is not valid UTF-8 must not abort the output.
+constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 
@@ -75,7 +78,7 @@ int RunDetect(NodeFlags& flags, const std::string& output) {
     return 2;
   }
   if (output == "json") {
-    std::cout << dm::ToJson(*report).dump(2) << "\n";
+    std::cout << dm::ToJson(*report).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
   } else if (output == "yaml") {
     std::cout << gpustack::ToYaml(dm::ToJson(*report));
   } else {
@@ -116,7 +119,7 @@ int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int
     const dm::MonitorRound sample = dm::SampleRound(*session, processes);
     failed = failed || !sample.errors.empty();
     if (output == "json") {
-      std::cout << dm::ToJson(sample).dump() << "\n";  // one line per round
+      std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";  // one line per round
     } else if (output == "yaml") {
       std::cout << "---\n" << gpustack::ToYaml(dm::ToJson(sample));
     } else {
@@ -138,7 +141,7 @@ int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
   dm::DiscoverAll(*session, flags.options);
   const auto checks = dm::RunPreflight(*session, preflight);
   if (output == "json") {
-    std::cout << dm::ToJson(checks).dump(2) << "\n";
+    std::cout << dm::ToJson(checks).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
   } else {
     std::cout << dm::ToText(checks);
   }

@@ -34,3 +34,11 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& name) {
 }
 
 }  // namespace gpustack
+
+#if defined(GPUSTACK_SANITIZE_BUILD)
+// LeakSanitizer in gcc 12's runtime (on glibc 2.36) can crash at exit while it walks the dynamic
+// TLS of dlopen'ed libraries ("Tracer caught signal 11"); every plugin and vendor library has
+// some. Not scanning TLS keeps the leak check for everything else. Every binary that runs a
+// plugin links this file.
+extern "C" const char* __lsan_default_options() { return "use_tls=0"; }
+#endif

@@ -106,7 +106,7 @@ std::string ToText(const MonitorRound& round) {
   out << line;
   for (const CardSample& c : round.cards) {
     const sdk::DeviceSample& s = c.sample;
-    std::snprintf(line, sizeof line, "%-10s %-3u %-40s %9s %9s %6s %6s %6s %8s %s\n",
+    std::snprintf(line, sizeof line, "%-10.10s %-3u %-40.40s %9s %9s %6s %6s %6s %8s %s\n",
                   c.manufacturer.c_str(), c.index, s.accelerator_id.c_str(),
                   Cell(s.memory_total_mib, "%.0f").c_str(), Cell(s.memory_used_mib, "%.0f").c_str(),
                   Cell(s.memory_utilization_percent, "%.1f").c_str(),
@@ -115,10 +115,10 @@ std::string ToText(const MonitorRound& round) {
                   s.health == GPUSTACK_HEALTH_UNHEALTHY ? "unhealthy" : "ok");
     out << line;
     for (const sdk::ProcessSample& p : c.processes) {
-      std::snprintf(line, sizeof line, "    pid %-8u %9s MiB %6s%%  %s\n", p.pid,
+      std::snprintf(line, sizeof line, "    pid %-8u %9s MiB %6s%%  ", p.pid,
                     Cell(p.memory_used_mib, "%.0f").c_str(),
-                    Cell(p.cores_utilization_percent, "%.0f").c_str(), p.partition_id.c_str());
-      out << line;
+                    Cell(p.cores_utilization_percent, "%.0f").c_str());
+      out << line << p.partition_id << "\n";
     }
   }
   if (round.cards.empty()) out << "no accelerators\n";

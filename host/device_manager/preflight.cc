@@ -203,9 +203,10 @@ std::string ToText(const std::vector<PreflightCheck>& checks) {
   std::snprintf(line, sizeof line, "%-10s %-19s %-6s %s\n", "VENDOR", "CHECK", "RESULT", "DETAIL");
   out << line;
   for (const PreflightCheck& c : checks) {
-    std::snprintf(line, sizeof line, "%-10s %-19s %-6s %s\n", c.manufacturer.c_str(),
-                  c.check.c_str(), ResultName(c.result), c.detail.c_str());
-    out << line;
+    // Fixed columns first; the detail, of any length, after them.
+    std::snprintf(line, sizeof line, "%-10s %-19s %-6s ", c.manufacturer.c_str(), c.check.c_str(),
+                  ResultName(c.result));
+    out << line << c.detail << "\n";
     if (!c.fix.empty()) out << std::string(38, ' ') << "fix: " << c.fix << "\n";
   }
   if (checks.empty()) out << "no plugin is enabled on this node: nothing to check\n";

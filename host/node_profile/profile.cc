@@ -25,7 +25,7 @@ std::string VendorName(const std::string& vendor_id, const std::string& implemen
   if (vendor_id == "GenuineIntel") return "Intel";
   if (vendor_id == "AuthenticAMD") return "AMD";
   if (vendor_id == "HygonGenuine") return "Hygon";
-  if (vendor_id == "CentaurHauls" || vendor_id == "  Shanghai  ") return "Zhaoxin";
+  if (vendor_id == "CentaurHauls" || vendor_id == "Shanghai") return "Zhaoxin";  // trimmed
   if (!implementer.empty()) {  // arm64: the MIDR implementer code
     if (implementer == "0x41") return "ARM";
     if (implementer == "0x48") return "HiSilicon";

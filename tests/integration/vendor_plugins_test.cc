@@ -3,6 +3,7 @@
 // last-good rule, partition create/list/destroy with ownership, and metrics.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "host/device_manager/last_good.h"
 #include "host/loader/loader.h"
 #include "host/pci/pci_inventory.h"
+#include <gpustack_support/nvml_api.h>
 
 namespace gpustack {
 namespace {
@@ -148,6 +150,14 @@ TEST_F(VendorPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodRe
   EXPECT_TRUE(published.Update("nvidia", std::vector<sdk::AcceleratorGroup>{}).groups.empty());
 }
 
+TEST_F(VendorPluginTest, AFailingMinorQueryFailsThePassInsteadOfDroppingTheCard) {
+  // Not "not supported" but an error: the card is there, so the list must not shrink.
+  UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 999}, {"after", 3}}}});
+  auto groups = Start().Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_NE(groups.error().find("device 3: minor number"), std::string::npos) << groups.error();
+}
+
 TEST_F(VendorPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 3}, {"after", 3}}}});
   auto groups = Start().Discover();
@@ -238,6 +248,63 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   EXPECT_TRUE(restarted.CreatePartition({gpu0, "7g.80gb", {0, 8}, "pod-3/main"}));
 }
 
+// What an administrator's nvidia-smi would do, through the same fake library the plugin holds.
+struct AdminNvml {
+  explicit AdminNvml(const std::string& path) : handle(::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
+  ~AdminNvml() {
+    if (handle != nullptr) ::dlclose(handle);
+  }
+  template <class Fn>
+  Fn Get(const char* name) const {
+    return reinterpret_cast<Fn>(::dlsym(handle, name));
+  }
+  void* handle;
+};
+
+TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenForOurs) {
+  namespace nv = support::nvml;
+  UseNode("nvidia-h100x8-mig-on");
+  loader::Plugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const std::string gpu0 = groups->front().accelerators[0].id;
+  auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
+  ASSERT_TRUE(made) << made.error();
+
+  // The administrator destroys it and makes the same shape at the same place.
+  AdminNvml nvml(kFakeNvml);
+  ASSERT_NE(nvml.handle, nullptr);
+  nv::Device card = nullptr;
+  ASSERT_EQ(nvml.Get<nv::Return (*)(unsigned, nv::Device*)>("nvmlDeviceGetHandleByIndex")(0, &card), 0);
+  nv::GpuInstance gi = nullptr;
+  unsigned n = 2;
+  const unsigned three_g = 9;  // the fixture's creation id of 3g.40gb
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::Device, unsigned, nv::GpuInstance*, unsigned*)>(
+                "nvmlDeviceGetGpuInstances")(card, three_g, &gi, &n), 0);
+  ASSERT_EQ(n, 1u);
+  nv::ComputeInstance ci = nullptr;
+  n = 1;
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance, unsigned, nv::ComputeInstance*, unsigned*)>(
+                "nvmlGpuInstanceGetComputeInstances")(gi, 2, &ci, &n), 0);
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::ComputeInstance)>("nvmlComputeInstanceDestroy")(ci), 0);
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance)>("nvmlGpuInstanceDestroy")(gi), 0);
+  const nv::GpuInstancePlacement where{0, 4};
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::Device, unsigned, const nv::GpuInstancePlacement*,
+                                    nv::GpuInstance*)>("nvmlDeviceCreateGpuInstanceWithPlacement")(
+                card, three_g, &where, &gi), 0);
+  ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance, unsigned, nv::ComputeInstance*)>(
+                "nvmlGpuInstanceCreateComputeInstance")(gi, 2, &ci), 0);
+
+  auto listed = plugin.ListPartitions(gpu0);
+  ASSERT_TRUE(listed) << listed.error();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_NE(listed->front().id, made->id) << "a new creation has a new MIG UUID";
+  EXPECT_EQ(listed->front().owner, "") << "the administrator's partition is not ours";
+  auto refused = plugin.DestroyPartition({gpu0, listed->front().id, "pod-1/main"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+}
+
 TEST_F(VendorPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
   UseNode("nvidia-h100x8-mig-mixed");
   loader::Plugin& plugin = Start();
@@ -271,6 +338,21 @@ TEST_F(VendorPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   auto unknown = plugin.SampleMetrics({{"GPU-nope"}, false});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+}
+
+TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
+  UseNode("nvidia-t4x4");
+  std::ifstream in(fixture_copy_.empty() ? kNodes + "/nvidia-t4x4.json" : fixture_copy_);
+  json scenario = json::parse(in);
+  scenario["nvml"]["devices"][1]["processes"][0]["unaccounted"] = true;
+  fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(fixture_copy_) << scenario.dump();
+  ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_copy_.c_str(), 1);
+  auto snapshot = Start().SampleMetrics({{}, true});
+  ASSERT_TRUE(snapshot) << snapshot.error();
+  ASSERT_EQ(snapshot->processes.size(), 4u);
+  EXPECT_FALSE(snapshot->processes[1].memory_used_mib.has_value());
+  EXPECT_TRUE(snapshot->processes[2].memory_used_mib.has_value());
 }
 
 TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
@@ -364,6 +446,9 @@ struct VendorCase {
   std::string init;        // its initialization function, as the fake names it
   std::string per_device;  // a query discovery makes once per card
 };
+
+// Names the case in test listings (instead of the struct's bytes).
+void PrintTo(const VendorCase& c, std::ostream* os) { *os << c.plugin; }
 
 class EveryVendor : public ::testing::TestWithParam<VendorCase> {
  protected:

@@ -82,14 +82,19 @@ class AscendPlugin final : public sdk::Plugin {
       Check(api_.get_device_num_in_card(card, &devices), "card " + std::to_string(card));
       for (int dev = 0; dev < devices; ++dev) {
         const std::string where = "card " + std::to_string(card) + " device " + std::to_string(dev);
+        // /dev/davinci<N> is the physical id: an NPU without one is skipped (fail closed), but
+        // any other failure fails the pass rather than shortening the list.
         int logic = -1;
         unsigned physical = 0;
-        if (api_.get_device_logic_id(&logic, card, dev) != dc::kOk || logic < 0 ||
-            api_.get_device_phyid_from_logicid(static_cast<unsigned>(logic), &physical) != dc::kOk) {
-          // /dev/davinci<N> is the physical id: without it the NPU cannot be exposed correctly.
+        int r = api_.get_device_logic_id(&logic, card, dev);
+        if (r == dc::kOk) r = logic < 0 ? dc::kNotSupport
+                                        : api_.get_device_phyid_from_logicid(
+                                              static_cast<unsigned>(logic), &physical);
+        if (r == dc::kNotSupport) {
           host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no physical id");
           continue;
         }
+        Check(r, where + ": physical id");
         dc::ChipInfo chip{};
         Check(api_.get_device_chip_info(card, dev, &chip), where + ": chip info");
         dc::DieId die{};
@@ -168,11 +173,12 @@ class AscendPlugin final : public sdk::Plugin {
       }
       sink.Add(s);
       if (request.include_processes && api_.get_device_resource_info != nullptr) {
-        // No capacity argument: the library fills up to 32 entries.
-        dc::ProcMemInfo processes[dc::kMaxProcesses] = {};
+        // No capacity argument: the library fills up to its own maximum (32 documented), so the
+        // buffer is a generous multiple of it.
+        dc::ProcMemInfo processes[dc::kProcessBuffer] = {};
         int count = 0;
         if (api_.get_device_resource_info(npu.card, npu.device, processes, &count) != dc::kOk) continue;
-        for (int i = 0; i < std::min(count, dc::kMaxProcesses); ++i) {
+        for (int i = 0; i < std::min(count, dc::kProcessBuffer); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = npu.uuid;
           p.pid = static_cast<uint32_t>(processes[i].proc_id);

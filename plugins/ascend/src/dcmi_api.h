@@ -73,7 +73,8 @@ struct ProcMemInfo {  // struct dcmi_proc_mem_info
   int proc_id;
   unsigned long proc_mem_usage;  // bytes
 };
-inline constexpr int kMaxProcesses = 32;
+inline constexpr int kMaxProcesses = 32;    // what the API reference documents
+inline constexpr int kProcessBuffer = 128;  // what the plugin passes (no capacity argument)
 
 struct Api {
   int (*init)() = nullptr;

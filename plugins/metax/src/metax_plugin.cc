@@ -78,14 +78,15 @@ class MetaxPlugin final : public sdk::Plugin {
       const support::DrmNodes drm =
           pci != nullptr ? support::ReadDrmNodes(std::string(sdk::View(pci->sysfs_path)))
                          : support::DrmNodes{};
-      if (drm.card) a.physical_indexes.push_back(*drm.card);
-      if (drm.render) a.physical_indexes.push_back(*drm.render);
-      if (a.physical_indexes.empty()) {
-        host_.Log(GPUSTACK_LOG_WARN, "skipping " + a.id + ": no DRM card or render node");
+      // Positions matter ([card, render]): without the card node the card cannot be exposed.
+      if (!drm.card) {
+        host_.Log(GPUSTACK_LOG_WARN, "skipping " + a.id + ": no DRM card node in sysfs");
         continue;
       }
+      a.physical_indexes.push_back(*drm.card);
+      if (drm.render) a.physical_indexes.push_back(*drm.render);
       a.memory_mib = static_cast<uint64_t>(memory.vram_total) / 1024;
-      a.health = GPUSTACK_HEALTH_HEALTHY;
+      a.health = GPUSTACK_HEALTH_UNKNOWN;  // not queried
       a.logical_slice_count = 16;  // sGPU: up to 16 subdevices per card
       a.cores_percentage_overcommit = false;
       char driver[64] = {};
@@ -101,7 +102,7 @@ class MetaxPlugin final : public sdk::Plugin {
         g.runtime_version = Trimmed(maca, sizeof maca);
         return g;
       }, a);
-      cards.push_back({a.id, id});
+      cards.push_back({a.id, id, info.gpu_id});
     }
     cards_ = std::move(cards);
     groups.Report(sink);
@@ -127,7 +128,6 @@ class MetaxPlugin final : public sdk::Plugin {
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
-      s.health = GPUSTACK_HEALTH_HEALTHY;
       mx::MemoryInfo memory{};
       if (api_.get_memory_info(card.id, &memory) == mx::kSuccess && memory.vram_total > 0) {
         s.memory_total_mib = static_cast<double>(memory.vram_total) / 1024.0;
@@ -165,7 +165,10 @@ class MetaxPlugin final : public sdk::Plugin {
           p.pid = processes[i].process_id;
           double bytes = 0;
           for (unsigned j = 0; j < std::min(processes[i].gpu_number, 64u); ++j) {
-            bytes += static_cast<double>(processes[i].gpus[j].gpu_memory_usage);
+            // A process lists every GPU it uses; only this card's share is this card's.
+            if (processes[i].gpus[j].gpu_id == card.gpu_id) {
+              bytes += static_cast<double>(processes[i].gpus[j].gpu_memory_usage);
+            }
           }
           p.memory_used_mib = bytes / (1024.0 * 1024.0);
           sink.Add(p);
@@ -177,7 +180,8 @@ class MetaxPlugin final : public sdk::Plugin {
  private:
   struct Card {
     std::string uuid;
-    unsigned id = 0;
+    unsigned id = 0;      // mxSml's device id
+    unsigned gpu_id = 0;  // how process entries name the GPU
   };
 
   bool EnsureLoaded() {

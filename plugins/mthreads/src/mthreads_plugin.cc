@@ -95,9 +95,10 @@ class MthreadsPlugin final : public sdk::Plugin {
       sdk::Accelerator a;
       a.id = Trimmed(uuid, sizeof uuid);
       const auto bus = support::NormalizeBusId(Trimmed(pci.sbdf, sizeof pci.sbdf));
-      const auto node = api_.device_get_gpu_path(device, path, sizeof path) == mt::kSuccess
-                            ? NodeNumber(Trimmed(path, sizeof path))
-                            : std::nullopt;
+      const mt::Return path_status = api_.device_get_gpu_path(device, path, sizeof path);
+      if (path_status != mt::kNotSupported) Check(path_status, where + ": device path");
+      const auto node = path_status == mt::kSuccess ? NodeNumber(Trimmed(path, sizeof path))
+                                                    : std::nullopt;
       if (!bus || !node) {
         host_.Log(GPUSTACK_LOG_WARN, "skipping MTML " + where + " (" + a.id +
                                          "): no bus id or /dev/mtgpu node number");
@@ -106,7 +107,7 @@ class MthreadsPlugin final : public sdk::Plugin {
       support::FillTopology(host_, *bus, a);
       a.physical_indexes = {*node};
       a.memory_mib = total / (1024 * 1024);
-      a.health = GPUSTACK_HEALTH_HEALTHY;
+      a.health = GPUSTACK_HEALTH_UNKNOWN;  // MTML 2.2 has no health query
       a.logical_slice_count = 16;  // sGPU: max_inst up to 16
       int mpc = 0;
       if (api_.device_get_mpc_mode != nullptr &&
@@ -154,7 +155,6 @@ class MthreadsPlugin final : public sdk::Plugin {
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
-      s.health = GPUSTACK_HEALTH_HEALTHY;
       mt::Memory* memory = nullptr;
       unsigned long long total = 0, used = 0;
       if (api_.device_init_memory(card.device, &memory) == mt::kSuccess &&

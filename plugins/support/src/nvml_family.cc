@@ -112,7 +112,8 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
     if (r != nvml::kSuccess) {
       nvml::GpuInstanceProfileInfo v1{};
       r = api_.device_get_gpu_instance_profile_info(device, index, &v1);
-      if (r != nvml::kSuccess) continue;  // not offered on this card
+      if (r == nvml::kErrorNotSupported || r == nvml::kErrorInvalidArgument) continue;  // not offered
+      if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, "profile " + std::to_string(index), r);
       info = {};
       info.id = v1.id;
       info.slice_count = v1.slice_count;
@@ -121,11 +122,15 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
     }
     unsigned count = 0;
     r = api_.device_get_gpu_instance_possible_placements(device, info.id, nullptr, &count);
-    if (r != nvml::kSuccess && r != nvml::kErrorInsufficientSize) continue;
+    if (r == nvml::kErrorNotSupported) continue;
+    if (r != nvml::kSuccess && r != nvml::kErrorInsufficientSize) {
+      Fail(GPUSTACK_STATUS_INTERNAL, "placements of profile " + std::to_string(info.id), r);
+    }
+    if (count == 0) continue;  // a profile without a legal placement is not offered
     std::vector<nvml::GpuInstancePlacement> placements(count);
-    if (count == 0 || api_.device_get_gpu_instance_possible_placements(
-                          device, info.id, placements.data(), &count) != nvml::kSuccess) {
-      continue;  // a profile without a legal placement is not offered
+    r = api_.device_get_gpu_instance_possible_placements(device, info.id, placements.data(), &count);
+    if (r != nvml::kSuccess) {
+      Fail(GPUSTACK_STATUS_INTERNAL, "placements of profile " + std::to_string(info.id), r);
     }
     placements.resize(count);
     const unsigned length = placements.front().size;
@@ -208,17 +213,22 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     query("uuid", api_.device_get_uuid(device, uuid, sizeof uuid));
     query("PCI info", api_.device_get_pci_info(device, &pci));
     query("memory", api_.device_get_memory_info(device, &memory));
-    // The device node is the driver's minor, never the enumeration index: without it the card
-    // cannot be exposed correctly, so it is skipped (fail closed) rather than guessed.
-    if (const nvml::Return r = api_.device_get_minor_number(device, &minor); r != nvml::kSuccess) {
-      host_.Log(GPUSTACK_LOG_WARN, "skipping " + std::string(uuid) + ": no minor number: " + ErrorText(r));
+    // The device node is the driver's minor, never the enumeration index. A card whose driver
+    // has no minor to give is skipped (fail closed) rather than guessed; any other failure fails
+    // the pass, so a transient error never shortens the list.
+    const nvml::Return minor_status = api_.device_get_minor_number(device, &minor);
+    const int node = static_cast<int>(minor) + traits_.minor_offset;
+    if (minor_status == nvml::kErrorNotSupported || (minor_status == nvml::kSuccess && node < 0)) {
+      host_.Log(GPUSTACK_LOG_WARN, "skipping " + Trimmed(uuid, sizeof uuid) +
+                                       ": no usable device minor (" + ErrorText(minor_status) + ")");
       continue;
     }
+    query("minor number", minor_status);
     const std::string product = Trimmed(name, sizeof name);
 
     sdk::Accelerator a;
     a.id = Trimmed(uuid, sizeof uuid);
-    a.physical_indexes = {static_cast<uint32_t>(static_cast<int>(minor) + traits_.minor_offset)};
+    a.physical_indexes = {static_cast<uint32_t>(node)};
     // The card's size is the physical one (v2 counts the driver's reservation, v1 does not):
     // 16384 MiB for a T4 whose usable memory is 15360.
     nvml::MemoryV2 physical{};
@@ -227,8 +237,14 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
                         api_.device_get_memory_info_v2(device, &physical) == nvml::kSuccess;
     a.memory_mib = (has_v2 ? physical.total : memory.total) / (1024 * 1024);
     a.health = GPUSTACK_HEALTH_HEALTHY;
-    if (auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id))) {
+    // The unversioned PCI query (HGML's only one) fills NVML's older layout, whose bus id sits
+    // where the newer layout keeps busIdLegacy: try both.
+    auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id));
+    if (!bus) bus = NormalizeBusId(Trimmed(pci.bus_id_legacy, sizeof pci.bus_id_legacy));
+    if (bus) {
       FillTopology(host_, *bus, a);
+    } else {
+      host_.Log(GPUSTACK_LOG_WARN, a.id + ": the driver gave no PCI bus id; topology unknown");
     }
 
     Card card{a.id, device, false, {}};
@@ -253,9 +269,10 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.logical_slice_count = card.partitioned ? 0 : traits_.logical_slice_count;
     a.cores_percentage_overcommit = !card.partitioned && traits_.cores_percentage_overcommit;
 
+    const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
     groups.Add(product, [&] {
       sdk::AcceleratorGroup g;
-      g.memory_mib = a.memory_mib;
+      g.memory_mib = card_memory;
       g.driver_version = Trimmed(driver, sizeof driver);
       g.runtime_version = CudaVersion(cuda);
       int major = 0;
@@ -373,9 +390,16 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
       sdk::ProcessSample ps;
       ps.accelerator_id = card->uuid;
       ps.pid = p.pid;
-      ps.memory_used_mib = static_cast<double>(p.used_gpu_memory) / (1024.0 * 1024.0);
+      // NVML_VALUE_NOT_AVAILABLE (all ones) where the driver cannot account a process's memory.
+      if (p.used_gpu_memory != ~0ULL) {
+        ps.memory_used_mib = static_cast<double>(p.used_gpu_memory) / (1024.0 * 1024.0);
+      }
+      unsigned long long newest = 0;
       for (const auto& u : utils) {
-        if (u.pid == p.pid) ps.cores_utilization_percent = u.sm_util;
+        if (u.pid == p.pid && u.timestamp >= newest) {
+          newest = u.timestamp;
+          ps.cores_utilization_percent = u.sm_util;
+        }
       }
       if (p.gpu_instance_id != nvml::kNoInstance && card->partitioned) {
         auto [it, inserted] = partition_of.try_emplace(p.gpu_instance_id);
@@ -415,16 +439,35 @@ std::vector<OwnershipRecord> NvmlFamilyPlugin::LoadOwners() const {
   }
 }
 
+void NvmlFamilyPlugin::UpdateOwners(
+    const std::function<void(std::vector<OwnershipRecord>&)>& change) const {
+  try {
+    owners_->Update(change);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
+  }
+}
+
+// A record owns a live partition only if everything it recorded still matches, the partition's
+// own id included (new on every creation), so an id the driver reuses is never mistaken for ours.
+static bool Matches(const OwnershipRecord& o, const std::string& card, const sdk::Partition& p,
+                    unsigned instance_id) {
+  return o.card_id == card && o.instance == instance_id && o.partition_id == p.id &&
+         o.profile == p.profile && o.start == p.placement.start && o.length == p.placement.length;
+}
+
 std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& card) const {
-  const std::vector<OwnershipRecord> owners = LoadOwners();
   std::vector<LivePartition> out;
   for (const DriverProfile& d : card.profiles) {
+    // The driver fills up to the profile's instance count; the buffer must hold that many.
     unsigned n = d.profile.max_count + 1;
     std::vector<nvml::GpuInstance> instances(n);
     const nvml::Return r =
         api_.device_get_gpu_instances(card.handle, d.creation_id, instances.data(), &n);
     if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": listing " + d.profile.name, r);
-    for (unsigned i = 0; i < n; ++i) {
+    for (unsigned i = 0; i < std::min<size_t>(n, instances.size()); ++i) {
       nvml::GpuInstanceInfo info{};
       if (const nvml::Return ir = api_.gpu_instance_get_info(instances[i], &info); ir != nvml::kSuccess) {
         Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": GPU instance info", ir);
@@ -436,20 +479,42 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
       live.partition.id = MigDeviceUuid(card, info.id);
       live.partition.profile = d.profile.name;
       live.partition.placement = {info.placement.start, info.placement.size};
-      for (const OwnershipRecord& o : owners) {
-        // Ours only if what is there now is what we made: an id reused by an administrator's
-        // partition of another shape or place is not ours.
-        if (o.card_id == card.uuid && o.instance == info.id && o.profile == d.profile.name &&
-            o.start == info.placement.start && o.length == info.placement.size) {
-          live.partition.owner = o.owner;
-        }
-      }
       out.push_back(std::move(live));
     }
   }
   std::sort(out.begin(), out.end(), [](const LivePartition& a, const LivePartition& b) {
     return a.partition.placement.start < b.partition.placement.start;
   });
+  // Attach owners, and forget records of this card whose partition is gone (destroyed behind
+  // the plugin's back, or lost in a reset): they could only ever mislead.
+  std::vector<OwnershipRecord> owners = LoadOwners();
+  bool stale = false;
+  for (const OwnershipRecord& o : owners) {
+    if (o.card_id != card.uuid) continue;
+    auto live = std::find_if(out.begin(), out.end(), [&](const LivePartition& l) {
+      return Matches(o, card.uuid, l.partition, l.instance_id);
+    });
+    if (live == out.end()) {
+      stale = true;
+    } else {
+      live->partition.owner = o.owner;
+    }
+  }
+  if (stale) {
+    try {
+      owners_->Update([&](std::vector<OwnershipRecord>& records) {
+        std::erase_if(records, [&](const OwnershipRecord& o) {
+          return o.card_id == card.uuid &&
+                 std::none_of(out.begin(), out.end(), [&](const LivePartition& l) {
+                   return Matches(o, card.uuid, l.partition, l.instance_id);
+                 });
+        });
+      });
+      host_.Log(GPUSTACK_LOG_INFO, card.uuid + ": dropped ownership records of partitions gone");
+    } catch (const std::exception& e) {
+      host_.Log(GPUSTACK_LOG_WARN, std::string("cannot drop stale ownership records: ") + e.what());
+    }
+  }
   return out;
 }
 
@@ -499,7 +564,7 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
                     std::to_string(request.placement.length) + " is not legal for " + request.profile);
   }
   // Check the ownership file can be read before touching the hardware.
-  std::vector<OwnershipRecord> owners = LoadOwners();
+  LoadOwners();
 
   const nvml::GpuInstancePlacement placement{request.placement.start, request.placement.length};
   nvml::GpuInstance gi = nullptr;
@@ -526,17 +591,38 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
     api_.gpu_instance_destroy(gi);
     Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating the compute instance", r);
   }
-  owners.push_back({card.uuid, info.id, request.profile, info.placement.start, info.placement.size,
-                    request.owner});
-  try {
-    owners_->Save(owners);
-  } catch (const std::exception& e) {
+  const sdk::Partition made{card.uuid, MigDeviceUuid(card, info.id), request.profile,
+                            {info.placement.start, info.placement.size}, request.owner};
+  const OwnershipRecord record{card.uuid, info.id, made.id, request.profile, info.placement.start,
+                               info.placement.size, request.owner};
+  auto undo = [&] {
     api_.compute_instance_destroy(ci);
     api_.gpu_instance_destroy(gi);
-    throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
+  };
+  try {
+    UpdateOwners([&](std::vector<OwnershipRecord>& records) {
+      // Whatever was recorded for this instance id before is about someone else's partition.
+      std::erase_if(records, [&](const OwnershipRecord& o) {
+        return o.card_id == card.uuid && o.instance == info.id;
+      });
+      records.push_back(record);
+    });
+  } catch (...) {
+    undo();
+    throw;
   }
-  sink.Add(sdk::Partition{card.uuid, MigDeviceUuid(card, info.id), request.profile,
-                          {info.placement.start, info.placement.size}, request.owner});
+  try {
+    sink.Add(made);
+  } catch (...) {
+    // The host refused the report, so it will never know of this partition: take it back.
+    undo();
+    try {
+      UpdateOwners([&](std::vector<OwnershipRecord>& records) { std::erase(records, record); });
+    } catch (const std::exception& e) {
+      host_.Log(GPUSTACK_LOG_WARN, std::string("cannot drop an ownership record: ") + e.what());
+    }
+    throw;
+  }
 }
 
 void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
@@ -550,21 +636,20 @@ void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& requ
                   request.partition_id + " is not owned by " + request.owner + "; left as it is");
     }
     // The record goes first: should the process die midway, a partition is left unowned (an
-    // administrator can see and remove it), never a record that a later partition of the same
-    // shape and place would be mistaken for.
-    const std::vector<OwnershipRecord> before = LoadOwners();
-    std::vector<OwnershipRecord> after = before;
-    std::erase_if(after, [&](const OwnershipRecord& o) {
-      return o.card_id == card.uuid && o.instance == live.instance_id;
+    // administrator can see and remove it), never a record that could be mistaken for another.
+    OwnershipRecord removed;
+    UpdateOwners([&](std::vector<OwnershipRecord>& records) {
+      for (auto it = records.begin(); it != records.end(); ++it) {
+        if (Matches(*it, card.uuid, live.partition, live.instance_id)) {
+          removed = *it;
+          records.erase(it);
+          return;
+        }
+      }
     });
-    try {
-      owners_->Save(after);
-    } catch (const std::exception& e) {
-      throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
-    }
     auto fail = [&](const std::string& what, nvml::Return r) {
       try {
-        owners_->Save(before);  // still there, still ours
+        UpdateOwners([&](std::vector<OwnershipRecord>& records) { records.push_back(removed); });
       } catch (const std::exception& e) {
         host_.Log(GPUSTACK_LOG_ERROR, std::string("cannot restore ownership: ") + e.what());
       }

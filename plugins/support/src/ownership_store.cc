@@ -1,6 +1,7 @@
 #include "gpustack_support/ownership_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,7 +46,8 @@ std::vector<OwnershipRecord> OwnershipStore::Load() const {
     if (line.empty()) continue;
     std::istringstream fields(line);
     OwnershipRecord r;
-    if (!(fields >> r.card_id >> r.instance >> r.profile >> r.start >> r.length >> r.owner) ||
+    if (!(fields >> r.card_id >> r.instance >> r.partition_id >> r.profile >> r.start >> r.length >>
+          r.owner) ||
         !ValidOwnerTag(r.owner)) {
       Fail(file_, "line " + std::to_string(number) + " is malformed");
     }
@@ -54,18 +56,33 @@ std::vector<OwnershipRecord> OwnershipStore::Load() const {
   return records;
 }
 
-void OwnershipStore::Save(const std::vector<OwnershipRecord>& records) const {
+void OwnershipStore::Update(
+    const std::function<void(std::vector<OwnershipRecord>&)>& change) const {
   std::error_code ec;
   std::filesystem::create_directories(file_.parent_path(), ec);
   if (ec) Fail(file_, "cannot create its directory: " + ec.message());
+  const std::string lock_path = file_.string() + ".lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    const int saved = errno;
+    if (lock >= 0) ::close(lock);
+    Fail(file_, std::string("cannot lock: ") + std::strerror(saved));
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // closing releases the flock
+  } unlock{lock};
+
+  std::vector<OwnershipRecord> records = Load();
+  change(records);
   std::ostringstream out;
   out << kHeader << "\n";
   for (const OwnershipRecord& r : records) {
-    out << r.card_id << ' ' << r.instance << ' ' << r.profile << ' ' << r.start << ' ' << r.length
-        << ' ' << r.owner << "\n";
+    out << r.card_id << ' ' << r.instance << ' ' << r.partition_id << ' ' << r.profile << ' '
+        << r.start << ' ' << r.length << ' ' << r.owner << "\n";
   }
   const std::string text = out.str();
-  const std::string temp = file_.string() + ".tmp";
+  const std::string temp = file_.string() + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) Fail(file_, std::string("cannot write: ") + std::strerror(errno));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
@@ -73,8 +90,9 @@ void OwnershipStore::Save(const std::vector<OwnershipRecord>& records) const {
   const int saved = errno;
   ::close(fd);
   if (!written || ::rename(temp.c_str(), file_.c_str()) != 0) {
+    const int why = written ? errno : saved;
     ::unlink(temp.c_str());
-    Fail(file_, std::string("cannot write: ") + std::strerror(written ? errno : saved));
+    Fail(file_, std::string("cannot write: ") + std::strerror(why));
   }
 }
 

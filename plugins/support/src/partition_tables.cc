@@ -73,6 +73,8 @@ const PartitionTable* FindPartitionTable(std::string_view manufacturer, std::str
     return nullptr;
   };
   if (manufacturer == "nvidia") {
+    // GH200 (Grace Hopper) has other MIG sizes: no table, so the driver's own names are used.
+    if (Contains(name, "gh200")) return nullptr;
     if (Contains(name, "h200")) return find("H200");
     if (Contains(name, "h100") && Contains(name, "80gb")) return find("H100-80GB");
     if (Contains(name, "a100") && Contains(name, "80gb")) return find("A100-80GB");

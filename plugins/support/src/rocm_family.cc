@@ -125,11 +125,14 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     // A card is named by its unique id and exposed by its DRM nodes: without either it cannot
     // be handed out safely, so it is skipped rather than guessed.
     uint64_t unique = 0;
-    if (api_.dev_unique_id_get == nullptr || api_.dev_unique_id_get(i, &unique) != rsmi::kSuccess ||
-        unique == 0) {
-      host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus + ": no unique id");
+    const rsmi::Status unique_status = api_.dev_unique_id_get == nullptr
+                                           ? rsmi::kNotSupported
+                                           : api_.dev_unique_id_get(i, &unique);
+    if (unique_status == rsmi::kNotSupported || (unique_status == rsmi::kSuccess && unique == 0)) {
+      host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus + ": it has no unique id");
       continue;
     }
+    query("unique id", unique_status);
     const gpustack_pci_device* pci = FindPci(host_.PciDevices(), bus);
     if (pci == nullptr) {
       host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus +
@@ -151,15 +154,16 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.physical_indexes = {*drm.card, *drm.render};
     a.memory_mib = vram / (1024 * 1024);
     FillTopology(host_, bus, a);
-    a.health = GPUSTACK_HEALTH_HEALTHY;
+    a.health = GPUSTACK_HEALTH_UNKNOWN;  // ROCm SMI has no health query
     a.logical_slice_count = traits_.logical_slice_count;
     a.cores_percentage_overcommit = traits_.cores_percentage_overcommit;
 
     const std::string product = Trimmed(name, sizeof name);
+    const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
     groups.Add(product, [&] {
       const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
       sdk::AcceleratorGroup g;
-      g.memory_mib = a.memory_mib;
+      g.memory_mib = card_memory;
       g.cores = kfd.compute_units;
       g.compute_capability = kfd.gfx_target;
       g.family = traits_.family_name && !kfd.gfx_target.empty() ? traits_.family_name(kfd.gfx_target)
@@ -215,7 +219,6 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
     sdk::DeviceSample s;
     s.accelerator_id = card->uuid;
     s.timestamp_ns = host_.NowNs();
-    s.health = GPUSTACK_HEALTH_HEALTHY;
     uint64_t total = 0, used = 0;
     if (api_.dev_memory_total_get(card->index, rsmi::kMemTypeVram, &total) == rsmi::kSuccess) {
       s.memory_total_mib = static_cast<double>(total) / (1024.0 * 1024.0);
@@ -248,6 +251,7 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
       uint32_t gpus[64];
       uint32_t n = 64;
       if (api_.compute_process_gpus_get(p.process_id, gpus, &n) != rsmi::kSuccess) continue;
+      n = std::min<uint32_t>(n, 64);
       if (std::find(gpus, gpus + n, card->index) == gpus + n) continue;
       sdk::ProcessSample ps;
       ps.accelerator_id = card->uuid;

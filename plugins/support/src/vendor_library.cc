@@ -14,7 +14,10 @@ std::unique_ptr<VendorLibrary> VendorLibrary::Open(const LibrarySearch& search,
   std::string tried;
   for (const std::string& path : paths) {
     dlerror();
-    void* handle = dlopen(path.c_str(), RTLD_NOW | (search.global ? RTLD_GLOBAL : RTLD_LOCAL));
+    // RTLD_NODELETE: a vendor library may start threads or register exit handlers; unmapping it
+    // under them would crash the host, so it stays mapped once loaded.
+    void* handle = dlopen(path.c_str(),
+                          RTLD_NOW | RTLD_NODELETE | (search.global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (handle != nullptr) return std::unique_ptr<VendorLibrary>(new VendorLibrary(handle, path));
     const char* why = dlerror();
     if (!tried.empty()) tried += "; ";

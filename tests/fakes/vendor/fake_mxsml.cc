@@ -1,7 +1,7 @@
 // A fake mxSml (libmxsml.so): mxSml* functions answering from the fixture's `mxsml` section:
 //   driver_version, maca_version, errors (see fake_fixture.h),
 //   devices: [{name, uuid, bus_id, mode, memory_mib, used_mib, xcore, temperature_centi,
-//              power_ways_mw: [..], processes: [{pid, used_mib}]}]
+//              power_ways_mw: [..], processes: [{pid, used_mib, other_gpu: {gpu_id, used_mib}}]}]
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -164,6 +164,13 @@ EXPORT mx::Return mxSmlGetSingleGpuProcess(unsigned id, unsigned* count, mx::Pro
     Copy(d->value("bus_id", ""), infos[i].gpus[0].bdf_id, sizeof infos[i].gpus[0].bdf_id);
     infos[i].gpus[0].gpu_id = id;
     infos[i].gpus[0].gpu_memory_usage = processes[i].value("used_mib", 0UL) * 1024 * 1024;
+    // A process using another GPU too lists it as well, as mxSml does.
+    if (processes[i].contains("other_gpu")) {
+      const json& other = processes[i]["other_gpu"];
+      infos[i].gpu_number = 2;
+      infos[i].gpus[1].gpu_id = other.value("gpu_id", 0u);
+      infos[i].gpus[1].gpu_memory_usage = other.value("used_mib", 0UL) * 1024 * 1024;
+    }
   }
   *count = static_cast<unsigned>(processes.size());
   return mx::kSuccess;

@@ -44,6 +44,7 @@ struct Ci : nv::ComputeInstanceOpaque {
   Gi* gi = nullptr;
   unsigned id = 0;
   unsigned profile = 0;
+  unsigned serial = 0;  // makes each creation's MIG UUID new, as the driver's random ones are
 };
 struct Gi : nv::GpuInstanceOpaque {
   Card* card = nullptr;
@@ -71,6 +72,7 @@ struct Card {
 struct State {
   std::mutex mu;
   int init_count = 0;
+  unsigned next_serial = 1;
   json section;
   fake::Injector injector;
   std::list<Card> cards;
@@ -83,10 +85,11 @@ Card* CardOf(nv::Device device) {
   return h == nullptr || h->ci != nullptr ? nullptr : h->card;
 }
 
-void CopyString(const std::string& value, char* out, unsigned length) {
-  if (length == 0) return;
-  std::strncpy(out, value.c_str(), length - 1);
-  out[length - 1] = '\0';
+// NVML refuses a buffer too small for the string (INSUFFICIENT_SIZE), it never truncates.
+nv::Return CopyString(const std::string& value, char* out, unsigned length) {
+  if (length <= value.size()) return nv::kErrorInsufficientSize;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return nv::kSuccess;
 }
 
 const json* Profile(const Card& card, unsigned key, const char* field) {
@@ -115,9 +118,12 @@ nv::Return CreateGi(Card& card, const json& profile, unsigned start, unsigned si
   if (std::find(legal.begin(), legal.end(), std::make_pair(start, size)) == legal.end()) {
     return nv::kErrorInvalidArgument;
   }
+  unsigned same = 0;
   for (const Gi& gi : card.gis) {
     if (start < gi.start + gi.size && gi.start < start + size) return nv::kErrorInsufficientResources;
+    same += gi.profile.value("id", ~0u) == profile.value("id", ~1u) ? 1 : 0;
   }
+  if (same >= profile.value("instances", 0u)) return nv::kErrorInsufficientResources;
   Gi& gi = card.gis.emplace_back();
   gi.card = &card;
   gi.id = LowestFreeGiId(card);
@@ -145,7 +151,7 @@ void Load() {
       if (profile != nullptr &&
           CreateGi(card, *profile, existing.at("start"), Placements(*profile).front().second, &gi) ==
               nv::kSuccess) {
-        gi->cis.push_back(Ci{{}, gi, 0, 0});
+        gi->cis.push_back(Ci{{}, gi, 0, 0, g.next_serial++});
       }
     }
   }
@@ -154,7 +160,7 @@ void Load() {
 std::string MigUuid(const Ci& ci) {
   const std::string parent = ci.gi->card->spec.value("uuid", "");
   return "MIG-" + parent.substr(parent.find('-') + 1, 8) + "-gi" + std::to_string(ci.gi->id) +
-         "-ci" + std::to_string(ci.id);
+         "-ci" + std::to_string(ci.id) + "-" + std::to_string(ci.serial);
 }
 
 // Every compute instance of a card, as MIG devices in a stable order.
@@ -176,7 +182,7 @@ std::vector<Ci*> MigDevices(Card& card) {
   if (g.init_count == 0) return 1; /* UNINITIALIZED */   \
   if (nv::Return injected = Inject(function)) return injected
 
-EXPORT nv::Return FN(Init_v2)() {
+EXPORT nv::Return FN(Init)() {
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.init_count == 0) {
     if (!fake::LoadSection(FAKE_SECTION, &g.section)) return 9;  // DRIVER_NOT_LOADED
@@ -187,7 +193,9 @@ EXPORT nv::Return FN(Init_v2)() {
   ++g.init_count;
   return nv::kSuccess;
 }
-EXPORT nv::Return FN(Init)() { return FN(Init_v2)(); }
+#ifndef FAKE_UNVERSIONED
+EXPORT nv::Return FN(Init_v2)() { return FN(Init)(); }
+#endif
 
 EXPORT nv::Return FN(Shutdown)() {
   std::lock_guard<std::mutex> lock(g.mu);
@@ -215,28 +223,31 @@ EXPORT const char* FN(ErrorString)(nv::Return r) {
 EXPORT nv::Return FN(SystemGetDriverVersion)(char* version, unsigned length) {
   GUARD("SystemGetDriverVersion");
   if (!g.section.contains("driver_version")) return nv::kErrorNotSupported;
-  CopyString(g.section["driver_version"], version, length);
-  return nv::kSuccess;
+  return CopyString(g.section["driver_version"], version, length);
 }
 
-EXPORT nv::Return FN(SystemGetCudaDriverVersion_v2)(int* version) {
+EXPORT nv::Return FN(SystemGetCudaDriverVersion)(int* version) {
   GUARD("SystemGetCudaDriverVersion");
   if (!g.section.contains("cuda_driver_version")) return nv::kErrorNotSupported;
   *version = g.section["cuda_driver_version"];
   return nv::kSuccess;
 }
-EXPORT nv::Return FN(SystemGetCudaDriverVersion)(int* version) {
-  return FN(SystemGetCudaDriverVersion_v2)(version);
+#ifndef FAKE_UNVERSIONED
+EXPORT nv::Return FN(SystemGetCudaDriverVersion_v2)(int* version) {
+  return FN(SystemGetCudaDriverVersion)(version);
 }
+#endif
 
-EXPORT nv::Return FN(DeviceGetCount_v2)(unsigned* count) {
+EXPORT nv::Return FN(DeviceGetCount)(unsigned* count) {
   GUARD("DeviceGetCount");
   *count = static_cast<unsigned>(g.cards.size());
   return nv::kSuccess;
 }
-EXPORT nv::Return FN(DeviceGetCount)(unsigned* count) { return FN(DeviceGetCount_v2)(count); }
+#ifndef FAKE_UNVERSIONED
+EXPORT nv::Return FN(DeviceGetCount_v2)(unsigned* count) { return FN(DeviceGetCount)(count); }
+#endif
 
-EXPORT nv::Return FN(DeviceGetHandleByIndex_v2)(unsigned index, nv::Device* device) {
+EXPORT nv::Return FN(DeviceGetHandleByIndex)(unsigned index, nv::Device* device) {
   GUARD("DeviceGetHandleByIndex");
   if (index >= g.cards.size()) return nv::kErrorInvalidArgument;
   Card& card = *std::next(g.cards.begin(), index);
@@ -244,27 +255,30 @@ EXPORT nv::Return FN(DeviceGetHandleByIndex_v2)(unsigned index, nv::Device* devi
   *device = &card.handle;
   return nv::kSuccess;
 }
-EXPORT nv::Return FN(DeviceGetHandleByIndex)(unsigned index, nv::Device* device) {
-  return FN(DeviceGetHandleByIndex_v2)(index, device);
+#ifndef FAKE_UNVERSIONED
+EXPORT nv::Return FN(DeviceGetHandleByIndex_v2)(unsigned index, nv::Device* device) {
+  return FN(DeviceGetHandleByIndex)(index, device);
 }
+#endif
 
 EXPORT nv::Return FN(DeviceGetName)(nv::Device device, char* name, unsigned length) {
   GUARD("DeviceGetName");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
-  CopyString(card->spec.value("name", ""), name, length);
-  return nv::kSuccess;
+  return CopyString(card->spec.value("name", ""), name, length);
 }
 
 EXPORT nv::Return FN(DeviceGetUUID)(nv::Device device, char* uuid, unsigned length) {
   GUARD("DeviceGetUUID");
   auto* h = static_cast<Handle*>(device);
   if (h == nullptr) return nv::kErrorInvalidArgument;
-  CopyString(h->ci != nullptr ? MigUuid(*h->ci) : h->card->spec.value("uuid", ""), uuid, length);
-  return nv::kSuccess;
+  return CopyString(h->ci != nullptr ? MigUuid(*h->ci) : h->card->spec.value("uuid", ""), uuid,
+                    length);
 }
 
-EXPORT nv::Return FN(DeviceGetPciInfo_v3)(nv::Device device, nv::PciInfo* pci) {
+// The current layout (_v3) carries the bus id at busId; the unversioned query fills NVML's first
+// layout, whose 16-byte bus id sits where busIdLegacy is now, and nothing at busId.
+static nv::Return PciInfo(nv::Device device, nv::PciInfo* pci, bool legacy) {
   GUARD("DeviceGetPciInfo");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
@@ -272,14 +286,23 @@ EXPORT nv::Return FN(DeviceGetPciInfo_v3)(nv::Device device, nv::PciInfo* pci) {
   // NVML spells the domain with 8 digits and upper-case hex.
   std::string bus = card->spec.value("bus_id", "0000:00:00.0");
   for (char& c : bus) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  CopyString("0000" + bus, pci->bus_id, sizeof pci->bus_id);
-  CopyString(bus.substr(5), pci->bus_id_legacy, sizeof pci->bus_id_legacy);
+  if (legacy) {
+    CopyString(bus, pci->bus_id_legacy, sizeof pci->bus_id_legacy);
+  } else {
+    CopyString("0000" + bus, pci->bus_id, sizeof pci->bus_id);
+    CopyString(bus.substr(5), pci->bus_id_legacy, sizeof pci->bus_id_legacy);
+  }
   pci->pci_device_id = card->spec.value("pci_device_id", 0u);
   return nv::kSuccess;
 }
 EXPORT nv::Return FN(DeviceGetPciInfo)(nv::Device device, nv::PciInfo* pci) {
-  return FN(DeviceGetPciInfo_v3)(device, pci);
+  return PciInfo(device, pci, true);
 }
+#ifndef FAKE_UNVERSIONED
+EXPORT nv::Return FN(DeviceGetPciInfo_v3)(nv::Device device, nv::PciInfo* pci) {
+  return PciInfo(device, pci, false);
+}
+#endif
 
 EXPORT nv::Return FN(DeviceGetMinorNumber)(nv::Device device, unsigned* minor) {
   GUARD("DeviceGetMinorNumber");
@@ -302,6 +325,7 @@ EXPORT nv::Return FN(DeviceGetMemoryInfo)(nv::Device device, nv::Memory* memory)
   return nv::kSuccess;
 }
 
+#ifndef FAKE_UNVERSIONED
 EXPORT nv::Return FN(DeviceGetMemoryInfo_v2)(nv::Device device, nv::MemoryV2* memory) {
   if (memory == nullptr || memory->version != nv::kMemoryV2Version) return 25;  // VERSION_MISMATCH
   nv::Memory v1{};
@@ -313,6 +337,7 @@ EXPORT nv::Return FN(DeviceGetMemoryInfo_v2)(nv::Device device, nv::MemoryV2* me
   memory->free = v1.free;
   return nv::kSuccess;
 }
+#endif
 
 EXPORT nv::Return FN(DeviceGetCudaComputeCapability)(nv::Device device, int* major, int* minor) {
   GUARD("DeviceGetCudaComputeCapability");
@@ -379,8 +404,12 @@ EXPORT nv::Return FN(DeviceGetComputeRunningProcesses_v3)(nv::Device device, uns
   }
   *count = static_cast<unsigned>(processes.size());
   for (size_t i = 0; i < processes.size(); ++i) {
-    infos[i] = {processes[i].value("pid", 0u), processes[i].value("used_mib", 0ull) * 1024 * 1024,
-                processes[i].value("gi", nv::kNoInstance), processes[i].value("ci", nv::kNoInstance)};
+    // "unaccounted": NVML_VALUE_NOT_AVAILABLE, as under WDDM or in some containers.
+    const unsigned long long used = processes[i].value("unaccounted", false)
+                                        ? ~0ULL
+                                        : processes[i].value("used_mib", 0ull) * 1024 * 1024;
+    infos[i] = {processes[i].value("pid", 0u), used, processes[i].value("gi", nv::kNoInstance),
+                processes[i].value("ci", nv::kNoInstance)};
   }
   return nv::kSuccess;
 }
@@ -441,11 +470,10 @@ EXPORT nv::Return FN(DeviceGetGpuInstanceProfileInfoV)(nv::Device device, unsign
   info->slice_count = v1.slice_count;
   info->instance_count = v1.instance_count;
   info->memory_size_mb = v1.memory_size_mb;
-  CopyString(p->value("name", ""), info->name, sizeof info->name);
-  return nv::kSuccess;
+  return CopyString(p->value("name", ""), info->name, sizeof info->name);
 }
 
-EXPORT nv::Return FN(DeviceGetGpuInstancePossiblePlacements_v2)(nv::Device device, unsigned id,
+EXPORT nv::Return FN(DeviceGetGpuInstancePossiblePlacements)(nv::Device device, unsigned id,
                                                                 nv::GpuInstancePlacement* out,
                                                                 unsigned* count) {
   GUARD("DeviceGetGpuInstancePossiblePlacements");
@@ -541,6 +569,7 @@ EXPORT nv::Return FN(GpuInstanceCreateComputeInstance)(nv::GpuInstance instance,
   ci.gi = gi;
   ci.id = ci_id;
   ci.profile = id;
+  ci.serial = g.next_serial++;
   *out = &ci;
   return nv::kSuccess;
 }

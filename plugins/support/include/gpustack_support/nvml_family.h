@@ -78,6 +78,7 @@ class NvmlFamilyPlugin : public sdk::Plugin {
   std::vector<LivePartition> Live(const Card& card) const;
   std::string MigDeviceUuid(const Card& card, unsigned instance_id) const;
   std::vector<OwnershipRecord> LoadOwners() const;
+  void UpdateOwners(const std::function<void(std::vector<OwnershipRecord>&)>& change) const;
 
   sdk::Host host_;
   NvmlFamilyTraits traits_;

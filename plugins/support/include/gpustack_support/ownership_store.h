@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,10 @@ namespace gpustack::support {
 struct OwnershipRecord {
   std::string card_id;     // the parent card's UUID
   uint32_t instance = 0;   // the vendor's instance id on that card (GPU instance id)
-  std::string profile;     // what was created, so a reused id made by someone else is not ours
+  // What was created: a partition is ours only if all of these still match, so an id the
+  // driver reuses for an administrator's partition is not mistaken for ours.
+  std::string partition_id;  // the instance's own id (MIG-<uuid>), new on every creation
+  std::string profile;
   uint32_t start = 0;
   uint32_t length = 0;
   std::string owner;
@@ -24,7 +28,8 @@ struct OwnershipRecord {
 };
 
 // One file, rewritten whole through a temporary and rename(2), so a crash leaves the old or the
-// new content, never a torn one.
+// new content, never a torn one; changes hold an exclusive lock (flock on <file>.lock), so two
+// processes never lose each other's records.
 class OwnershipStore {
  public:
   explicit OwnershipStore(std::filesystem::path file) : file_(std::move(file)) {}
@@ -32,8 +37,9 @@ class OwnershipStore {
   // Throws std::runtime_error when the file exists but cannot be read or parsed: a plugin that
   // cannot tell its partitions from an administrator's must not guess.
   std::vector<OwnershipRecord> Load() const;
-  // Throws std::runtime_error (with the path and errno text) when it cannot write.
-  void Save(const std::vector<OwnershipRecord>& records) const;
+  // Loads, applies `change` and saves, under the lock. Throws std::runtime_error (with the path
+  // and errno text) when it cannot read, lock or write; the file is then unchanged.
+  void Update(const std::function<void(std::vector<OwnershipRecord>&)>& change) const;
 
   const std::filesystem::path& file() const { return file_; }
 
