@@ -119,7 +119,8 @@ int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int
     const dm::MonitorRound sample = dm::SampleRound(*session, processes);
     failed = failed || !sample.errors.empty();
     if (output == "json") {
-      std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";  // one line per round
+      std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8)
+                << "\n";  // one line per round
     } else if (output == "yaml") {
       std::cout << "---\n" << gpustack::ToYaml(dm::ToJson(sample));
     } else {
@@ -166,20 +167,24 @@ int main(int argc, char** argv) {
   NodeFlags detect_flags;
   AddNodeFlags(detect, detect_flags);
   std::string detect_output = "yaml";
-  detect->add_option("--proc-root", detect_flags.options.proc_root,
-                     "Root of the /proc tree (node profile)")
+  detect
+      ->add_option("--proc-root", detect_flags.options.proc_root,
+                   "Root of the /proc tree (node profile)")
       ->envname("GPUSTACK_PROC_ROOT")
       ->capture_default_str();
-  detect->add_option("--data-dir", detect_flags.options.data_dir,
-                     "Data directory whose disk is profiled")
+  detect
+      ->add_option("--data-dir", detect_flags.options.data_dir,
+                   "Data directory whose disk is profiled")
       ->envname("GPUSTACK_DATA_DIR")
       ->capture_default_str();
-  detect->add_flag("--group-id-with-memory", detect_flags.options.spec.group_id_with_memory,
-                   "Append the card's memory to group ids (tesla-t4-16g)")
+  detect
+      ->add_flag("--group-id-with-memory", detect_flags.options.spec.group_id_with_memory,
+                 "Append the card's memory to group ids (tesla-t4-16g)")
       ->envname("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY");
-  detect->add_option("-o,--output", detect_output,
-                     "yaml or json (the Devices object, node profile and plugin decisions), or "
-                     "text (a summary)")
+  detect
+      ->add_option("-o,--output", detect_output,
+                   "yaml or json (the Devices object, node profile and plugin decisions), or "
+                   "text (a summary)")
       ->check(CLI::IsMember({"yaml", "json", "text"}))
       ->capture_default_str();
 
@@ -211,8 +216,9 @@ int main(int argc, char** argv) {
   preflight->add_option("--dev-root", preflight_options.dev_root, "Where device nodes live")
       ->envname("GPUSTACK_DEV_ROOT")
       ->capture_default_str();
-  preflight->add_option("--containerd-config", preflight_options.containerd_config,
-                        "containerd's configuration, for runtime handlers")
+  preflight
+      ->add_option("--containerd-config", preflight_options.containerd_config,
+                   "containerd's configuration, for runtime handlers")
       ->capture_default_str();
   preflight->add_option("-o,--output", preflight_output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
@@ -226,6 +232,7 @@ int main(int argc, char** argv) {
     if (interval == 0 && count == 0) count = 1;  // no interval: one round
     return RunMonitor(monitor_flags, monitor_output, interval, count, processes);
   }
-  if (preflight->parsed()) return RunPreflight(preflight_flags, preflight_options, preflight_output);
+  if (preflight->parsed())
+    return RunPreflight(preflight_flags, preflight_options, preflight_output);
   return 0;
 }

@@ -148,8 +148,8 @@ Result<DetectReport> Detect(const DetectOptions& options) {
   auto session = OpenNode(options);
   if (!session) return Error{session.error()};
   DiscoverAll(*session, options);
-  session->report.node_profile = node_profile::ReadNodeProfile(
-      {options.proc_root, options.pci.sysfs_root, options.data_dir});
+  session->report.node_profile =
+      node_profile::ReadNodeProfile({options.proc_root, options.pci.sysfs_root, options.data_dir});
   return std::move(session->report);
 }
 

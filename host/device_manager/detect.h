@@ -28,7 +28,7 @@ struct DetectOptions {
   std::string enable_env;        // GPUSTACK_PLUGIN_ENABLE
   std::string enable_flag;       // --enable
   loader::LoaderOptions loader;
-  std::string proc_root = "/proc";            // --proc-root: the node profile's /proc
+  std::string proc_root = "/proc";             // --proc-root: the node profile's /proc
   std::string data_dir = "/var/lib/gpustack";  // --data-dir: whose filesystem is measured
   SpecOptions spec;
   std::string node_name;  // --node-name / NODE_NAME; the host name when empty

@@ -88,12 +88,8 @@ json ToJson(const DetectReport& report) {
   }
   json profile = report.node_profile ? node_profile::ToJson(*report.node_profile)
                                      : json{{"error", report.node_profile.error()}};
-  return {{"devices", devices},
-          {"nodeProfile", profile},
-          {"plugins", plugins},
-          {"pciDevices", pci},
-          {"pluginDirs", report.plugin_dirs},
-          {"problems", report.problems},
+  return {{"devices", devices}, {"nodeProfile", profile},           {"plugins", plugins},
+          {"pciDevices", pci},  {"pluginDirs", report.plugin_dirs}, {"problems", report.problems},
           {"ok", report.ok()}};
 }
 

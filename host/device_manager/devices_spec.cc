@@ -27,8 +27,8 @@ devices::Accelerator Convert(const sdk::Accelerator& a) {
   out.cores_percentage_overcommit = !partitioned && a.cores_percentage_overcommit;
   if (partitioned) {
     for (const sdk::PartitionProfile& p : a.partition_profiles) {
-      devices::PartitionProfile profile{p.name, p.memory_mib, p.compute_slices, p.memory_slices,
-                                        p.max_count, {}};
+      devices::PartitionProfile profile{p.name,          p.memory_mib, p.compute_slices,
+                                        p.memory_slices, p.max_count,  {}};
       for (const gpustack_placement& pl : p.placements) {
         profile.placements.push_back({pl.start, pl.length});
       }
@@ -42,8 +42,8 @@ devices::Accelerator Convert(const sdk::Accelerator& a) {
 std::string LabelValue(const std::string& text) {
   std::string out;
   for (char c : text) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' ||
-                    c == '.';
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
     out += ok ? c : '-';
   }
   if (out.size() > 63) out.resize(63);
@@ -89,7 +89,8 @@ std::map<std::string, std::string> DeviceLabels(const devices::DevicesSpec& spec
     const std::string mfr = prefix + g.manufacturer;
     labels[mfr] = "true";
     if (!g.driver_version.empty()) labels[mfr + ".driver-version"] = LabelValue(g.driver_version);
-    if (!g.runtime_version.empty()) labels[mfr + ".runtime-version"] = LabelValue(g.runtime_version);
+    if (!g.runtime_version.empty())
+      labels[mfr + ".runtime-version"] = LabelValue(g.runtime_version);
     const std::string key = prefix + node_profile::AcceleratorKey(g.manufacturer, g.id);
     labels[key] = "true";
     labels[key + ".product"] = LabelValue(g.name);

@@ -22,9 +22,9 @@ struct SpecOptions {
   bool group_id_with_memory = false;  // GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY
 };
 
-// One Devices group per (manufacturer, product), its memory the card's as the plugin reports it; a card
-// offers partition profiles only while its partition mode is enabled. Fails (names the card) when
-// two cards share an id, which a ledger could not tell apart.
+// One Devices group per (manufacturer, product), its memory the card's as the plugin reports it; a
+// card offers partition profiles only while its partition mode is enabled. Fails (names the card)
+// when two cards share an id, which a ledger could not tell apart.
 Result<devices::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& discovered,
                                               const SpecOptions& options);
 

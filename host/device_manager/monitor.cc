@@ -101,8 +101,8 @@ std::string ToText(const MonitorRound& round) {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line, "%s\n%-10s %-3s %-40s %9s %9s %6s %6s %6s %8s %s\n",
-                round.time.c_str(), "VENDOR", "IDX", "ID", "MEM MiB", "USED MiB", "MEM%",
-                "CORE%", "TEMP C", "POWER W", "HEALTH");
+                round.time.c_str(), "VENDOR", "IDX", "ID", "MEM MiB", "USED MiB", "MEM%", "CORE%",
+                "TEMP C", "POWER W", "HEALTH");
   out << line;
   for (const CardSample& c : round.cards) {
     const sdk::DeviceSample& s = c.sample;

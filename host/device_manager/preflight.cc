@@ -23,18 +23,38 @@ struct VendorFacts {
 
 const std::vector<VendorFacts>& Facts() {
   static const std::vector<VendorFacts> facts = {
-      {"nvidia", {"nvidiactl", "nvidia-uvm"}, {"nvidia{0}"}, "nvidia",
-       "the toolkit injects the driver", "install the NVIDIA driver (nvidia-smi must work)"},
+      {"nvidia",
+       {"nvidiactl", "nvidia-uvm"},
+       {"nvidia{0}"},
+       "nvidia",
+       "the toolkit injects the driver",
+       "install the NVIDIA driver (nvidia-smi must work)"},
       {"amd", {"kfd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "load the amdgpu driver"},
-      {"ascend", {"davinci_manager", "devmm_svm", "hisi_hdc"}, {"davinci{0}"}, "ascend",
-       "the Ascend Docker Runtime injects the devices", "install the Ascend NPU driver"},
-      {"cambricon", {"cambricon_ctl"}, {"cambricon_dev{0}"}, "", "",
+      {"ascend",
+       {"davinci_manager", "devmm_svm", "hisi_hdc"},
+       {"davinci{0}"},
+       "ascend",
+       "the Ascend Docker Runtime injects the devices",
+       "install the Ascend NPU driver"},
+      {"cambricon",
+       {"cambricon_ctl"},
+       {"cambricon_dev{0}"},
+       "",
+       "",
        "install the Cambricon driver"},
       {"hygon", {"kfd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "install the Hygon DCU driver"},
-      {"iluvatar", {"itrctl"}, {"iluvatar{0}"}, "iluvatar",
-       "the ix-container-toolkit injects the devices", "install the Iluvatar CoreX driver"},
+      {"iluvatar",
+       {"itrctl"},
+       {"iluvatar{0}"},
+       "iluvatar",
+       "the ix-container-toolkit injects the devices",
+       "install the Iluvatar CoreX driver"},
       {"metax", {"mxcd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "install the MetaX driver"},
-      {"mthreads", {}, {"mtgpu.{0}"}, "mthreads", "the MT container toolkit injects the driver",
+      {"mthreads",
+       {},
+       {"mtgpu.{0}"},
+       "mthreads",
+       "the MT container toolkit injects the driver",
        "install the Moore Threads driver"},
       {"thead", {"alixpu", "alixpu_ctl"}, {"alixpu_ppu{0}"}, "", "", "install the PPU driver"},
   };
@@ -62,15 +82,19 @@ std::string ReadAll(const std::string& path) {
 
 const char* ResultName(CheckResult r) {
   switch (r) {
-    case CheckResult::kPass: return "PASS";
-    case CheckResult::kWarn: return "WARN";
-    default: return "FAIL";
+    case CheckResult::kPass:
+      return "PASS";
+    case CheckResult::kWarn:
+      return "WARN";
+    default:
+      return "FAIL";
   }
 }
 
 }  // namespace
 
-std::vector<PreflightCheck> RunPreflight(const NodeSession& session, const PreflightOptions& options) {
+std::vector<PreflightCheck> RunPreflight(const NodeSession& session,
+                                         const PreflightOptions& options) {
   std::vector<PreflightCheck> checks;
   for (const PluginReport& p : session.report.plugins) {
     if (!p.enabled) continue;
@@ -145,8 +169,10 @@ std::vector<PreflightCheck> RunPreflight(const NodeSession& session, const Prefl
         runtime.result = CheckResult::kFail;
         runtime.detail = "no \"" + facts->runtime + "\" runtime in " + options.containerd_config +
                          " (" + facts->runtime_reason + ")";
-        runtime.fix = "install the vendor's container toolkit and register its runtime with "
-                      "containerd as \"" + facts->runtime + "\", then restart containerd";
+        runtime.fix =
+            "install the vendor's container toolkit and register its runtime with "
+            "containerd as \"" +
+            facts->runtime + "\", then restart containerd";
       } else {
         runtime.detail = "containerd has the \"" + facts->runtime + "\" runtime";
       }
@@ -170,8 +196,9 @@ std::vector<PreflightCheck> RunPreflight(const NodeSession& session, const Prefl
       if (pending > 0) {
         mode.result = CheckResult::kWarn;
         mode.detail += ", " + std::to_string(pending) + " with a mode change pending";
-        mode.fix = "reset those cards (or reboot) to apply the pending mode, then restart the "
-                   "device manager";
+        mode.fix =
+            "reset those cards (or reboot) to apply the pending mode, then restart the "
+            "device manager";
       }
       checks.push_back(mode);
     }
@@ -210,7 +237,8 @@ std::string ToText(const std::vector<PreflightCheck>& checks) {
     if (!c.fix.empty()) out << std::string(38, ' ') << "fix: " << c.fix << "\n";
   }
   if (checks.empty()) out << "no plugin is enabled on this node: nothing to check\n";
-  out << (AllPassed(checks) ? "\nPreflight passed.\n" : "\nPreflight FAILED: fix the items above.\n");
+  out << (AllPassed(checks) ? "\nPreflight passed.\n"
+                            : "\nPreflight FAILED: fix the items above.\n");
   return out.str();
 }
 

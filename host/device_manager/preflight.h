@@ -18,7 +18,7 @@ enum class CheckResult { kPass, kWarn, kFail };
 
 struct PreflightCheck {
   std::string manufacturer;
-  std::string check;   // "management library", "device nodes", "container runtime", ...
+  std::string check;  // "management library", "device nodes", "container runtime", ...
   CheckResult result = CheckResult::kPass;
   std::string detail;  // what was found
   std::string fix;     // what to do; empty on pass
@@ -30,7 +30,8 @@ struct PreflightOptions {
 };
 
 // Pure given the session (DiscoverAll must have run) and the files it looks at.
-std::vector<PreflightCheck> RunPreflight(const NodeSession& session, const PreflightOptions& options);
+std::vector<PreflightCheck> RunPreflight(const NodeSession& session,
+                                         const PreflightOptions& options);
 
 bool AllPassed(const std::vector<PreflightCheck>& checks);  // no failure (warnings allowed)
 nlohmann::json ToJson(const std::vector<PreflightCheck>& checks);

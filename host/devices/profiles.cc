@@ -8,8 +8,8 @@ namespace {
 PartitionTable Convert(const support::PartitionTable& table) {
   PartitionTable out{table.manufacturer, table.product, table.memory_slices, {}};
   for (const sdk::PartitionProfile& p : table.profiles) {
-    PartitionProfile profile{p.name, p.memory_mib, p.compute_slices, p.memory_slices, p.max_count,
-                             {}};
+    PartitionProfile profile{p.name,          p.memory_mib, p.compute_slices,
+                             p.memory_slices, p.max_count,  {}};
     for (const gpustack_placement& placement : p.placements) {
       profile.placements.push_back({placement.start, placement.length});
     }

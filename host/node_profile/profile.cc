@@ -47,7 +47,8 @@ uint64_t ParseSizeKib(std::string text) {  // "32K", "36608K", "1M"
   text = Trim(text);
   if (text.empty()) return 0;
   uint64_t multiplier = 1;
-  if (text.back() == 'K') text.pop_back();
+  if (text.back() == 'K')
+    text.pop_back();
   else if (text.back() == 'M') {
     multiplier = 1024;
     text.pop_back();
@@ -74,17 +75,28 @@ CpuProfile ParseCpuInfo(std::string_view text) {
     if (colon == std::string::npos) continue;
     const std::string key = Trim(line.substr(0, colon));
     const std::string value = Trim(line.substr(colon + 1));
-    if (key == "processor") ++processors;
-    else if (key == "vendor_id" && vendor_id.empty()) vendor_id = value;
-    else if (key == "CPU implementer" && implementer.empty()) implementer = value;
-    else if (key == "model name" && cpu.name.empty()) cpu.name = value;
-    else if (key == "cpu family" && cpu.family.empty()) cpu.family = value;
-    else if (key == "model" && cpu.model.empty()) cpu.model = value;
-    else if (key == "CPU part" && cpu.model.empty()) cpu.model = value;
-    else if (key == "stepping" && cpu.stepping.empty()) cpu.stepping = value;
-    else if (key == "CPU variant" && cpu.stepping.empty()) cpu.stepping = value;
-    else if (key == "cpu MHz" && cpu.clock_mhz == 0) cpu.clock_mhz = std::atof(value.c_str());
-    else if (key == "clflush size" && cpu.cache_line == 0) cpu.cache_line = std::atoi(value.c_str());
+    if (key == "processor")
+      ++processors;
+    else if (key == "vendor_id" && vendor_id.empty())
+      vendor_id = value;
+    else if (key == "CPU implementer" && implementer.empty())
+      implementer = value;
+    else if (key == "model name" && cpu.name.empty())
+      cpu.name = value;
+    else if (key == "cpu family" && cpu.family.empty())
+      cpu.family = value;
+    else if (key == "model" && cpu.model.empty())
+      cpu.model = value;
+    else if (key == "CPU part" && cpu.model.empty())
+      cpu.model = value;
+    else if (key == "stepping" && cpu.stepping.empty())
+      cpu.stepping = value;
+    else if (key == "CPU variant" && cpu.stepping.empty())
+      cpu.stepping = value;
+    else if (key == "cpu MHz" && cpu.clock_mhz == 0)
+      cpu.clock_mhz = std::atof(value.c_str());
+    else if (key == "clflush size" && cpu.cache_line == 0)
+      cpu.cache_line = std::atoi(value.c_str());
     else if (key == "physical id") {
       physical_id = value;
       sockets.insert(value);
@@ -146,7 +158,7 @@ Result<NodeProfile> ReadNodeProfile(const ProfileRoots& roots) {
   fs::path dir = roots.data_dir;
   while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
   profile.data_dir = roots.data_dir;
-  struct statvfs st{};
+  struct statvfs st {};
   if (!dir.empty() && ::statvfs(dir.c_str(), &st) == 0) {
     profile.data_capacity_mib = static_cast<uint64_t>(st.f_blocks) * st.f_frsize / (1024 * 1024);
     profile.data_available_mib = static_cast<uint64_t>(st.f_bavail) * st.f_frsize / (1024 * 1024);

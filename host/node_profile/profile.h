@@ -28,7 +28,7 @@ struct CpuProfile {
   double max_clock_mhz = 0;  // cpufreq's maximum; 0 when not exposed
   uint32_t cache_line = 0;   // bytes
   uint64_t cache_l1i_kib = 0, cache_l1d_kib = 0, cache_l2_kib = 0, cache_l3_kib = 0;
-  std::string key;           // gKey: "amd-epyc-7r32"
+  std::string key;  // gKey: "amd-epyc-7r32"
 };
 
 struct NodeProfile {

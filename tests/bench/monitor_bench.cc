@@ -31,9 +31,9 @@ std::unique_ptr<loader::Plugin> Start(const Case& c, benchmark::State& state) {
     return nullptr;
   }
   auto loaded = loader::Load(*manifest, {});
-  if (!loaded || !(*loaded)->Init({{"library_path", std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/" +
-                                                        c.library}},
-                                  *inventory)) {
+  if (!loaded ||
+      !(*loaded)->Init({{"library_path", std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/" + c.library}},
+                       *inventory)) {
     state.SkipWithError("plugin failed to start");
     return nullptr;
   }
@@ -65,9 +65,9 @@ void BM_MonitorSample(benchmark::State& state) {
   }
   state.counters["cards"] = static_cast<double>(cards);
   // Seconds per card, shown in the unit of the report.
-  state.counters["per_card"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * cards),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_card"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * cards),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_MonitorSample)
     ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})

@@ -26,8 +26,8 @@
 
 #include "host/common/logging.h"
 #include "host/loader/loader.h"
-#include "host/pci/pci_inventory.h"
 #include "host/loader/manifest.h"
+#include "host/pci/pci_inventory.h"
 
 namespace gpustack {
 namespace {

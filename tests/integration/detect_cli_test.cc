@@ -83,7 +83,8 @@ TEST(DetectCli, AutoEnablesThePluginWhoseVendorIsPresent) {
 }
 
 TEST(DetectCli, MixedNodeEnablesBothVendors) {
-  const CliRun run = Detect(Sysfs("mixed-nvidia-amd") + " -o json", FakeLibraries("mixed-nvidia-amd"));
+  const CliRun run =
+      Detect(Sysfs("mixed-nvidia-amd") + " -o json", FakeLibraries("mixed-nvidia-amd"));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const json report = json::parse(run.out);
   int enabled = 0;

@@ -3,8 +3,8 @@
 // and, fed to the ledger, must reproduce the capacity rows and node counts the reference
 // recorded on real clusters (reference-behaviour.md §12, items 3 and 13-16).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdio>
@@ -30,10 +30,15 @@ struct CliRun {
 std::string FakeLibraries() {
   const std::string dir = GPUSTACK_FAKE_VENDOR_DIR;
   std::string env;
-  for (const auto& [vendor, library] :
-       {std::pair{"NVIDIA", "libnvidia-ml.so.1"}, {"ILUVATAR", "libixml.so"}, {"THEAD", "libhgml.so"},
-        {"AMD", "librocm_smi64.so"}, {"HYGON", "librocm_smi64.so"}, {"ASCEND", "libdcmi.so"},
-        {"CAMBRICON", "libcndev.so"}, {"METAX", "libmxsml.so"}, {"MTHREADS", "libmtml.so"}}) {
+  for (const auto& [vendor, library] : {std::pair{"NVIDIA", "libnvidia-ml.so.1"},
+                                        {"ILUVATAR", "libixml.so"},
+                                        {"THEAD", "libhgml.so"},
+                                        {"AMD", "librocm_smi64.so"},
+                                        {"HYGON", "librocm_smi64.so"},
+                                        {"ASCEND", "libdcmi.so"},
+                                        {"CAMBRICON", "libcndev.so"},
+                                        {"METAX", "libmxsml.so"},
+                                        {"MTHREADS", "libmtml.so"}}) {
     env += std::string("GPUSTACK_") + vendor + "_LIBRARY='" + dir + "/" + library + "' ";
   }
   return env;
@@ -41,17 +46,18 @@ std::string FakeLibraries() {
 
 CliRun Detect(const std::string& node, const std::string& extra_env = "") {
   const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
-  const std::string command =
-      "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" + node + ".json' " +
-      FakeLibraries() +
-      extra_env + " '" + GPUSTACK_BINARY + "' device-manager detect -o json --node-name " + node +
-      " --sysfs-root '" + trees + "/sys' --proc-root '" + trees + "/proc' 2>/dev/null";
+  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" +
+                              node + ".json' " + FakeLibraries() + extra_env + " '" +
+                              GPUSTACK_BINARY + "' device-manager detect -o json --node-name " +
+                              node + " --sysfs-root '" + trees + "/sys' --proc-root '" + trees +
+                              "/proc' 2>/dev/null";
   CliRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
   std::string out;
   std::array<char, 4096> buffer;
-  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.report = json::parse(out, nullptr, false);
@@ -70,8 +76,8 @@ TEST_P(DetectNode, PrintsTheExpectedDevicesSpec) {
   ASSERT_EQ(run.exit_code, 0) << run.report.dump(1);
   const json expected = Expected(GetParam());
   ASSERT_FALSE(expected.is_discarded());
-  EXPECT_EQ(run.report["devices"]["spec"], expected)
-      << "got:\n" << run.report["devices"]["spec"].dump(1);
+  EXPECT_EQ(run.report["devices"]["spec"], expected) << "got:\n"
+                                                     << run.report["devices"]["spec"].dump(1);
   EXPECT_EQ(run.report["devices"]["metadata"]["name"], GetParam());
   // The spec is what the CRD accepts.
   auto spec = devices::SpecFromJson(run.report["devices"]["spec"]);
@@ -83,8 +89,8 @@ INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
                                            "nvidia-h100x8-mig-on", "nvidia-h100x8-mig-mixed",
                                            "mixed-nvidia-amd", "iluvatar-bi-v150x2",
                                            "thead-ppu-zw810ex2", "amd-mi210x2", "hygon-k100x4",
-                                           "ascend-910b3x8", "cambricon-mlu370x4",
-                                           "metax-mxc500x2", "mthreads-s4000x2", "cpu-only"),
+                                           "ascend-910b3x8", "cambricon-mlu370x4", "metax-mxc500x2",
+                                           "mthreads-s4000x2", "cpu-only"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -146,8 +152,9 @@ TEST(DetectedLabels, CarryTheReferenceKeysAndValues) {
   EXPECT_EQ(labels[p + "nvidia-a10g.product"], "NVIDIA-A10G");
   EXPECT_EQ(labels[p + "nvidia.driver-version"], "580.159.03");
   EXPECT_EQ(labels[p + "nvidia.runtime-version"], "13.0");
-  EXPECT_EQ(Detect("nvidia-t4x4").report["devices"]["metadata"]["labels"][p + "nvidia-tesla-t4.memory"],
-            "16Gi");
+  EXPECT_EQ(
+      Detect("nvidia-t4x4").report["devices"]["metadata"]["labels"][p + "nvidia-tesla-t4.memory"],
+      "16Gi");
 }
 
 // Reference §12 item 22: the AMD RX 7800 XT group as the reference's detect printed it.
@@ -177,7 +184,8 @@ TEST(DetectedProfile, ReportsTheNodesCpuAndKey) {
 }
 
 TEST(DetectFailures, AFailingLibraryIsReportedAndExitsOne) {
-  const CliRun run = Detect("nvidia-a10g", "GPUSTACK_NVIDIA_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+  const CliRun run =
+      Detect("nvidia-a10g", "GPUSTACK_NVIDIA_LIBRARY=/nonexistent/libnvidia-ml.so.1");
   EXPECT_EQ(run.exit_code, 1);
   for (const json& p : run.report["plugins"]) {
     if (p["name"] != "nvidia") continue;
@@ -193,12 +201,14 @@ TEST(DetectOutput, YamlIsTheDefault) {
   const std::string command = "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) +
                               "/nvidia-a10g.json' GPUSTACK_NVIDIA_LIBRARY='" +
                               GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1' '" + GPUSTACK_BINARY +
-                              "' device-manager detect --sysfs-root '" + trees + "/sys' 2>/dev/null";
+                              "' device-manager detect --sysfs-root '" + trees +
+                              "/sys' 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
   std::array<char, 4096> buffer;
-  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    out.append(buffer.data(), n);
   EXPECT_EQ(::pclose(pipe), 0);
   EXPECT_NE(out.find("kind: Devices\n"), std::string::npos) << out;
   EXPECT_NE(out.find("id: a10g\n"), std::string::npos) << out;
@@ -216,7 +226,8 @@ std::vector<json> Monitor(const std::string& node, const std::string& fixture,
   std::vector<json> rounds;
   if (pipe == nullptr) return rounds;
   std::array<char, 65536> line;
-  while (std::fgets(line.data(), line.size(), pipe) != nullptr) rounds.push_back(json::parse(line.data()));
+  while (std::fgets(line.data(), line.size(), pipe) != nullptr)
+    rounds.push_back(json::parse(line.data()));
   ::pclose(pipe);
   return rounds;
 }
@@ -254,15 +265,16 @@ TEST(MonitorCli, WhatCannotBeMeasuredIsAbsentNotZero) {
 // `device-manager preflight -o json` on a fixture node: {exit code, checks}.
 std::pair<int, json> Preflight(const std::string& node, const std::string& extra_env = "") {
   const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
-  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" +
-                              node + ".json' " + FakeLibraries() + extra_env + " '" +
-                              GPUSTACK_BINARY + "' device-manager preflight -o json --sysfs-root '" +
-                              trees + "/sys' --dev-root '" + trees + "/dev' --containerd-config '" +
-                              trees + "/etc/containerd/config.toml' 2>/dev/null";
+  const std::string command =
+      "GPUSTACK_FAKE_FIXTURE='" + std::string(GPUSTACK_NODES_DIR) + "/" + node + ".json' " +
+      FakeLibraries() + extra_env + " '" + GPUSTACK_BINARY +
+      "' device-manager preflight -o json --sysfs-root '" + trees + "/sys' --dev-root '" + trees +
+      "/dev' --containerd-config '" + trees + "/etc/containerd/config.toml' 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   std::string out;
   std::array<char, 4096> buffer;
-  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) out.append(buffer.data(), n);
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, json::parse(out, nullptr, false)};
 }
@@ -293,7 +305,8 @@ TEST(PreflightCli, MissingNodesAndRuntimeSayWhatToFix) {
 }
 
 TEST(PreflightCli, AMissingLibraryFailsTheLibraryCheck) {
-  const auto [code, report] = Preflight("amd-mi210x2", "GPUSTACK_AMD_LIBRARY=/nonexistent/librocm_smi64.so");
+  const auto [code, report] =
+      Preflight("amd-mi210x2", "GPUSTACK_AMD_LIBRARY=/nonexistent/librocm_smi64.so");
   EXPECT_EQ(code, 1);
   const json* library = FindCheck(report, "management library");
   ASSERT_NE(library, nullptr) << report.dump(1);

@@ -1,19 +1,19 @@
 // The production NVML-family plugins (NVIDIA here) loaded by the real loader, driving the fake
 // NVML built from tests/fakes/vendor: discovery on fixture nodes, error injection, the
 // last-good rule, partition create/list/destroy with ownership, and metrics.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include <gpustack_support/nvml_api.h>
 #include "host/device_manager/last_good.h"
 #include "host/loader/loader.h"
 #include "host/pci/pci_inventory.h"
-#include <gpustack_support/nvml_api.h>
 
 namespace gpustack {
 namespace {
@@ -43,7 +43,8 @@ class VendorPluginTest : public ::testing::Test {
       for (const char* section : {"nvml", "hgml", "ixml", "rocm_smi"}) {
         if (scenario.contains(section)) scenario[section]["errors"] = errors;
       }
-      fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
+      fixture_copy_ =
+          fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
       std::ofstream(fixture_copy_) << scenario.dump();
       fixture = fixture_copy_;
     }
@@ -60,8 +61,8 @@ class VendorPluginTest : public ::testing::Test {
     auto loaded = loader::Load(*manifest, {});
     EXPECT_TRUE(loaded) << loaded.error();
     plugins_.push_back(std::move(loaded).value());
-    auto init = plugins_.back()->Init({{"library_path", library}, {"state_dir", state_dir_}},
-                                      inventory_);
+    auto init =
+        plugins_.back()->Init({{"library_path", library}, {"state_dir", state_dir_}}, inventory_);
     EXPECT_TRUE(init) << init.error();
     return *plugins_.back();
   }
@@ -103,7 +104,8 @@ TEST_F(VendorPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
   auto groups = Start("/nonexistent/libnvidia-ml.so.1").Discover();
   ASSERT_FALSE(groups);
   EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
-  EXPECT_NE(groups.error().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << groups.error();
+  EXPECT_NE(groups.error().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos)
+      << groups.error();
   EXPECT_NE(groups.error().find("GPUSTACK_NVIDIA_LIBRARY"), std::string::npos) << groups.error();
 }
 
@@ -140,7 +142,8 @@ TEST_F(VendorPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodRe
   auto second = plugin.Discover();
   ASSERT_FALSE(second) << "a shortened list must not be reported as success";
   EXPECT_EQ(second.failure().code, GPUSTACK_STATUS_INTERNAL);
-  EXPECT_NE(second.error().find("device 0: uuid: GPU is lost"), std::string::npos) << second.error();
+  EXPECT_NE(second.error().find("device 0: uuid: GPU is lost"), std::string::npos)
+      << second.error();
   const auto& entry = published.Update("nvidia", second);
   EXPECT_TRUE(entry.stale);
   ASSERT_EQ(entry.groups.size(), 1u);
@@ -250,7 +253,8 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
 
 // What an administrator's nvidia-smi would do, through the same fake library the plugin holds.
 struct AdminNvml {
-  explicit AdminNvml(const std::string& path) : handle(::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
+  explicit AdminNvml(const std::string& path)
+      : handle(::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
   ~AdminNvml() {
     if (handle != nullptr) ::dlclose(handle);
   }
@@ -275,25 +279,30 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
   AdminNvml nvml(kFakeNvml);
   ASSERT_NE(nvml.handle, nullptr);
   nv::Device card = nullptr;
-  ASSERT_EQ(nvml.Get<nv::Return (*)(unsigned, nv::Device*)>("nvmlDeviceGetHandleByIndex")(0, &card), 0);
+  ASSERT_EQ(nvml.Get<nv::Return (*)(unsigned, nv::Device*)>("nvmlDeviceGetHandleByIndex")(0, &card),
+            0);
   nv::GpuInstance gi = nullptr;
   unsigned n = 2;
   const unsigned three_g = 9;  // the fixture's creation id of 3g.40gb
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::Device, unsigned, nv::GpuInstance*, unsigned*)>(
-                "nvmlDeviceGetGpuInstances")(card, three_g, &gi, &n), 0);
+                "nvmlDeviceGetGpuInstances")(card, three_g, &gi, &n),
+            0);
   ASSERT_EQ(n, 1u);
   nv::ComputeInstance ci = nullptr;
   n = 1;
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance, unsigned, nv::ComputeInstance*, unsigned*)>(
-                "nvmlGpuInstanceGetComputeInstances")(gi, 2, &ci, &n), 0);
+                "nvmlGpuInstanceGetComputeInstances")(gi, 2, &ci, &n),
+            0);
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::ComputeInstance)>("nvmlComputeInstanceDestroy")(ci), 0);
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance)>("nvmlGpuInstanceDestroy")(gi), 0);
   const nv::GpuInstancePlacement where{0, 4};
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::Device, unsigned, const nv::GpuInstancePlacement*,
                                     nv::GpuInstance*)>("nvmlDeviceCreateGpuInstanceWithPlacement")(
-                card, three_g, &where, &gi), 0);
+                card, three_g, &where, &gi),
+            0);
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance, unsigned, nv::ComputeInstance*)>(
-                "nvmlGpuInstanceCreateComputeInstance")(gi, 2, &ci), 0);
+                "nvmlGpuInstanceCreateComputeInstance")(gi, 2, &ci),
+            0);
 
   auto listed = plugin.ListPartitions(gpu0);
   ASSERT_TRUE(listed) << listed.error();
@@ -426,7 +435,8 @@ TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
 
 TEST_F(VendorPluginTest, AmdCardWithoutDrmNodesIsSkipped) {
   UseNode("amd-mi210x2", {{"dev_unique_id_get", {{"code", 2}, {"after", 1}}}});
-  auto groups = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd").Discover();
+  auto groups =
+      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd").Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->front().accelerators.size(), 1u) << "a card without a unique id is skipped";
 }
@@ -469,7 +479,8 @@ class EveryVendor : public ::testing::TestWithParam<VendorCase> {
     auto inventory = pci::Scan(
         {std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {"02", "03", "0b", "12"}});
     EXPECT_TRUE(inventory) << inventory.error();
-    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
+    auto manifest =
+        loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
     EXPECT_TRUE(manifest) << manifest.error();
     auto loaded = loader::Load(*manifest, {});
     EXPECT_TRUE(loaded) << loaded.error();

@@ -7,10 +7,14 @@ namespace gpustack {
 namespace {
 
 TEST(ToYaml, StringsThatLookLikeOtherTypesAreQuoted) {
-  const nlohmann::json value = {{"computeCapability", "8.6"}, {"driverVersion", "580.159.03"},
-                                {"pciClass", "0x030200"},     {"flag", "true"},
-                                {"empty", ""},                {"plain", "nvidia-a10g"},
-                                {"count", 128},               {"overcommit", true}};
+  const nlohmann::json value = {{"computeCapability", "8.6"},
+                                {"driverVersion", "580.159.03"},
+                                {"pciClass", "0x030200"},
+                                {"flag", "true"},
+                                {"empty", ""},
+                                {"plain", "nvidia-a10g"},
+                                {"count", 128},
+                                {"overcommit", true}};
   const YAML::Node back = YAML::Load(ToYaml(value));
   // yaml-cpp tags a quoted scalar "!" and a plain one "?".
   for (const char* key : {"computeCapability", "pciClass", "flag", "empty"}) {
@@ -24,8 +28,9 @@ TEST(ToYaml, StringsThatLookLikeOtherTypesAreQuoted) {
 }
 
 TEST(ToYaml, NestedListsAndEmptyContainers) {
-  const nlohmann::json value = {{"groups", {{{"id", "a10g"}, {"accelerators", nlohmann::json::array()}}}},
-                                {"status", nlohmann::json::object()}};
+  const nlohmann::json value = {
+      {"groups", {{{"id", "a10g"}, {"accelerators", nlohmann::json::array()}}}},
+      {"status", nlohmann::json::object()}};
   const std::string yaml = ToYaml(value);
   const YAML::Node back = YAML::Load(yaml);
   EXPECT_EQ(back["groups"][0]["id"].as<std::string>(), "a10g");

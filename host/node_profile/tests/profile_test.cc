@@ -10,10 +10,12 @@ TEST(ParseCpuInfo, CountsCoresThreadsAndSocketsOnX86) {
   for (int thread = 0; thread < 2; ++thread) {
     for (int socket = 0; socket < 2; ++socket) {
       for (int core = 0; core < 3; ++core) {
-        text += "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
-                "model name\t: Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz\nstepping\t: 7\n"
-                "cpu MHz\t\t: 2499.998\nphysical id\t: " + std::to_string(socket) +
-                "\ncore id\t\t: " + std::to_string(core) + "\nclflush size\t: 64\n\n";
+        text +=
+            "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
+            "model name\t: Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz\nstepping\t: 7\n"
+            "cpu MHz\t\t: 2499.998\nphysical id\t: " +
+            std::to_string(socket) + "\ncore id\t\t: " + std::to_string(core) +
+            "\nclflush size\t: 64\n\n";
       }
     }
   }

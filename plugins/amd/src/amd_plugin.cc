@@ -27,28 +27,29 @@ class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
         .base_resource_name = "amd.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1002},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
   explicit AmdPlugin(const gpustack::sdk::Host& host)
-      : RocmFamilyPlugin(host, {
-                                   .manufacturer = "amd",
-                                   .library = {.pci_vendor_ids = {0x1002},
-                                               .env = "GPUSTACK_AMD_LIBRARY",
-                                               .candidates = {"/opt/rocm/lib/librocm_smi64.so",
-                                                              "librocm_smi64.so"},
-                                               .preload = {},
-                                               .install_hint = "install ROCm (rocm-smi-lib)"},
-                                   // A CU mask plus a memory shim budgets a slice; compute
-                                   // budgets may overlap (reference detect sample: 128).
-                                   .logical_slice_count = 128,
-                                   .cores_percentage_overcommit = true,
-                                   .family_name = Family,
-                               }) {}
+      : RocmFamilyPlugin(
+            host,
+            {
+                .manufacturer = "amd",
+                .library = {.pci_vendor_ids = {0x1002},
+                            .env = "GPUSTACK_AMD_LIBRARY",
+                            .candidates = {"/opt/rocm/lib/librocm_smi64.so", "librocm_smi64.so"},
+                            .preload = {},
+                            .install_hint = "install ROCm (rocm-smi-lib)"},
+                // A CU mask plus a memory shim budgets a slice; compute
+                // budgets may overlap (reference detect sample: 128).
+                .logical_slice_count = 128,
+                .cores_percentage_overcommit = true,
+                .family_name = Family,
+            }) {}
 };
 
 }  // namespace

@@ -31,7 +31,8 @@ std::string Trimmed(const unsigned char* text, size_t capacity) {
 // variant folds to one.
 std::string Family(const std::string& chip) {
   size_t digits = 0;
-  while (digits < chip.size() && std::isdigit(static_cast<unsigned char>(chip[digits])) != 0) ++digits;
+  while (digits < chip.size() && std::isdigit(static_cast<unsigned char>(chip[digits])) != 0)
+    ++digits;
   if (digits + 1 < chip.size() && std::isalpha(static_cast<unsigned char>(chip[digits])) != 0 &&
       std::isdigit(static_cast<unsigned char>(chip[digits + 1])) != 0) {
     return "Ascend" + chip.substr(0, digits + 1);
@@ -48,8 +49,8 @@ class AscendPlugin final : public sdk::Plugin {
         .base_resource_name = "huawei.com/npu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x19e5},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
@@ -87,9 +88,10 @@ class AscendPlugin final : public sdk::Plugin {
         int logic = -1;
         unsigned physical = 0;
         int r = api_.get_device_logic_id(&logic, card, dev);
-        if (r == dc::kOk) r = logic < 0 ? dc::kNotSupport
-                                        : api_.get_device_phyid_from_logicid(
-                                              static_cast<unsigned>(logic), &physical);
+        if (r == dc::kOk)
+          r = logic < 0
+                  ? dc::kNotSupport
+                  : api_.get_device_phyid_from_logicid(static_cast<unsigned>(logic), &physical);
         if (r == dc::kNotSupport) {
           host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no physical id");
           continue;
@@ -111,15 +113,19 @@ class AscendPlugin final : public sdk::Plugin {
         a.logical_slice_count = 63;  // vNPU-style AI-core quota, compute may be overcommitted
         a.cores_percentage_overcommit = true;
         const std::string chip_name = Trimmed(chip.chip_name, sizeof chip.chip_name);
-        const std::string product = Trimmed(chip.chip_type, sizeof chip.chip_type) + " " + chip_name;
-        groups.Add(product, [&] {
-          sdk::AcceleratorGroup g;
-          g.memory_mib = a.memory_mib;
-          g.cores = chip.aicore_cnt;
-          g.family = Family(chip_name);
-          g.driver_version = std::string(driver, strnlen(driver, sizeof driver));
-          return g;
-        }, a);
+        const std::string product =
+            Trimmed(chip.chip_type, sizeof chip.chip_type) + " " + chip_name;
+        groups.Add(
+            product,
+            [&] {
+              sdk::AcceleratorGroup g;
+              g.memory_mib = a.memory_mib;
+              g.cores = chip.aicore_cnt;
+              g.family = Family(chip_name);
+              g.driver_version = std::string(driver, strnlen(driver, sizeof driver));
+              return g;
+            },
+            a);
         npus.push_back({a.id, card, dev});
       }
     }
@@ -134,7 +140,8 @@ class AscendPlugin final : public sdk::Plugin {
       Discover(discard.sink());
     }
     for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(npus_.begin(), npus_.end(), [&](const Npu& n) { return n.uuid == wanted; })) {
+      if (std::none_of(npus_.begin(), npus_.end(),
+                       [&](const Npu& n) { return n.uuid == wanted; })) {
         throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
       }
     }
@@ -153,7 +160,8 @@ class AscendPlugin final : public sdk::Plugin {
       if (const uint64_t total = MemoryMib(npu.card, npu.device, &used); total > 0) {
         s.memory_total_mib = static_cast<double>(total);
         s.memory_used_mib = static_cast<double>(used);
-        s.memory_utilization_percent = 100.0 * static_cast<double>(used) / static_cast<double>(total);
+        s.memory_utilization_percent =
+            100.0 * static_cast<double>(used) / static_cast<double>(total);
       }
       unsigned rate = 0;
       if (api_.get_device_utilization_rate != nullptr &&
@@ -177,7 +185,8 @@ class AscendPlugin final : public sdk::Plugin {
         // buffer is a generous multiple of it.
         dc::ProcMemInfo processes[dc::kProcessBuffer] = {};
         int count = 0;
-        if (api_.get_device_resource_info(npu.card, npu.device, processes, &count) != dc::kOk) continue;
+        if (api_.get_device_resource_info(npu.card, npu.device, processes, &count) != dc::kOk)
+          continue;
         for (int i = 0; i < std::min(count, dc::kProcessBuffer); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = npu.uuid;
@@ -227,7 +236,8 @@ class AscendPlugin final : public sdk::Plugin {
       return support::NormalizeBusId(text);
     }
     dc::PcieInfo v1{};
-    if (api_.get_device_pcie_info != nullptr && api_.get_device_pcie_info(card, dev, &v1) == dc::kOk) {
+    if (api_.get_device_pcie_info != nullptr &&
+        api_.get_device_pcie_info(card, dev, &v1) == dc::kOk) {
       std::snprintf(text, sizeof text, "0000:%02x:%02x.%x", v1.bdf_busid, v1.bdf_deviceid,
                     v1.bdf_funcid);
       return support::NormalizeBusId(text);
@@ -237,28 +247,30 @@ class AscendPlugin final : public sdk::Plugin {
   // Total MiB (0 when unknown); `used` receives the used MiB when asked.
   uint64_t MemoryMib(int card, int dev, uint64_t* used) const {
     dc::HbmInfo hbm{};
-    if (api_.get_device_hbm_info != nullptr && api_.get_device_hbm_info(card, dev, &hbm) == dc::kOk &&
-        hbm.memory_size > 0) {
+    if (api_.get_device_hbm_info != nullptr &&
+        api_.get_device_hbm_info(card, dev, &hbm) == dc::kOk && hbm.memory_size > 0) {
       if (used != nullptr) *used = hbm.memory_usage;
       return hbm.memory_size;
     }
     dc::MemoryInfo memory{};  // parts without HBM
     if (api_.get_device_memory_info_v3 != nullptr &&
         api_.get_device_memory_info_v3(card, dev, &memory) == dc::kOk) {
-      if (used != nullptr) *used = memory.memory_size - std::min(memory.memory_size, memory.memory_available);
+      if (used != nullptr)
+        *used = memory.memory_size - std::min(memory.memory_size, memory.memory_available);
       return memory.memory_size;
     }
     return 0;
   }
   gpustack_health Health(int card, int dev, std::string* reason) const {
     unsigned health = 0;
-    if (api_.get_device_health == nullptr || api_.get_device_health(card, dev, &health) != dc::kOk) {
+    if (api_.get_device_health == nullptr ||
+        api_.get_device_health(card, dev, &health) != dc::kOk) {
       return GPUSTACK_HEALTH_UNKNOWN;
     }
     if (health == 0 || health == 1) return GPUSTACK_HEALTH_HEALTHY;  // 1: a minor alarm
     *reason = health == dc::kHealthMissing ? "the device does not exist"
-              : health == 2               ? "major alarm"
-                                          : "critical alarm";
+              : health == 2                ? "major alarm"
+                                           : "critical alarm";
     return GPUSTACK_HEALTH_UNHEALTHY;
   }
 

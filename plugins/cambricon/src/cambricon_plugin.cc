@@ -40,8 +40,8 @@ class CambriconPlugin final : public sdk::Plugin {
         .base_resource_name = "cambricon.com/mlu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0xcabc},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
@@ -96,23 +96,27 @@ class CambriconPlugin final : public sdk::Plugin {
       const char* name = api_.get_card_name_string_by_dev_id != nullptr
                              ? api_.get_card_name_string_by_dev_id(device)
                              : nullptr;
-      groups.Add(name != nullptr ? name : "MLU", [&] {
-        sdk::AcceleratorGroup g;
-        g.memory_mib = a.memory_mib;
-        cn::CoreCount cores{cn::kVersion, 0};
-        if (api_.get_core_count != nullptr && api_.get_core_count(&cores, device) == cn::kSuccess) {
-          g.cores = static_cast<uint64_t>(std::max(cores.count, 0));
-        }
-        cn::VersionInfo version{};
-        version.version = cn::kVersion;
-        if (api_.get_version_info != nullptr &&
-            api_.get_version_info(&version, device) == cn::kSuccess) {
-          g.driver_version = std::to_string(version.driver_major) + "." +
-                             std::to_string(version.driver_minor) + "." +
-                             std::to_string(version.driver_build);
-        }
-        return g;
-      }, a);
+      groups.Add(
+          name != nullptr ? name : "MLU",
+          [&] {
+            sdk::AcceleratorGroup g;
+            g.memory_mib = a.memory_mib;
+            cn::CoreCount cores{cn::kVersion, 0};
+            if (api_.get_core_count != nullptr &&
+                api_.get_core_count(&cores, device) == cn::kSuccess) {
+              g.cores = static_cast<uint64_t>(std::max(cores.count, 0));
+            }
+            cn::VersionInfo version{};
+            version.version = cn::kVersion;
+            if (api_.get_version_info != nullptr &&
+                api_.get_version_info(&version, device) == cn::kSuccess) {
+              g.driver_version = std::to_string(version.driver_major) + "." +
+                                 std::to_string(version.driver_minor) + "." +
+                                 std::to_string(version.driver_build);
+            }
+            return g;
+          },
+          a);
       cards.push_back({a.id, device});
     }
     cards_ = std::move(cards);
@@ -126,7 +130,8 @@ class CambriconPlugin final : public sdk::Plugin {
       Discover(discard.sink());
     }
     for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+      if (std::none_of(cards_.begin(), cards_.end(),
+                       [&](const Card& c) { return c.uuid == wanted; })) {
         throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
       }
     }
@@ -215,7 +220,8 @@ class CambriconPlugin final : public sdk::Plugin {
     return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
   }
   void Check(cn::Return r, const std::string& what) const {
-    if (r != cn::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "CNDev: " + what + ": " + Text(r));
+    if (r != cn::kSuccess)
+      throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "CNDev: " + what + ": " + Text(r));
   }
   gpustack_health Health(cn::Device device) const {
     cn::HealthState state{cn::kVersion, 0, 0, 0};

@@ -16,28 +16,29 @@ class HygonPlugin final : public gpustack::support::RocmFamilyPlugin {
         .base_resource_name = "hygon.com/dcu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1d94},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
   }
 
   explicit HygonPlugin(const gpustack::sdk::Host& host)
-      : RocmFamilyPlugin(host, {
-                                   .manufacturer = "hygon",
-                                   .library = {.pci_vendor_ids = {0x1d94},
-                                               .env = "GPUSTACK_HYGON_LIBRARY",
-                                               .candidates = {"/opt/hyhal/lib/librocm_smi64.so",
-                                                              "/opt/dtk/lib/librocm_smi64.so",
-                                                              "librocm_smi64.so"},
-                                               .preload = {},
-                                               .install_hint = "install the Hygon DTK / hyhal"},
-                                   // vDCU: a CU mask plus memory; no compute overcommit.
-                                   .logical_slice_count = 4,
-                                   .cores_percentage_overcommit = false,
-                                   .family_name = [](const std::string&) { return std::string("DCU"); },
-                               }) {}
+      : RocmFamilyPlugin(
+            host,
+            {
+                .manufacturer = "hygon",
+                .library = {.pci_vendor_ids = {0x1d94},
+                            .env = "GPUSTACK_HYGON_LIBRARY",
+                            .candidates = {"/opt/hyhal/lib/librocm_smi64.so",
+                                           "/opt/dtk/lib/librocm_smi64.so", "librocm_smi64.so"},
+                            .preload = {},
+                            .install_hint = "install the Hygon DTK / hyhal"},
+                // vDCU: a CU mask plus memory; no compute overcommit.
+                .logical_slice_count = 4,
+                .cores_percentage_overcommit = false,
+                .family_name = [](const std::string&) { return std::string("DCU"); },
+            }) {}
 };
 
 }  // namespace

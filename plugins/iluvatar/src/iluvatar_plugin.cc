@@ -36,8 +36,8 @@ class IluvatarPlugin final : public gpustack::support::NvmlFamilyPlugin {
         .base_resource_name = "iluvatar.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x1e3e},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;

@@ -30,8 +30,8 @@ class MetaxPlugin final : public sdk::Plugin {
         .base_resource_name = "metax-tech.com/gpu",
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x9999},
-        .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PROCESS_METRICS,
+        .capabilities =
+            GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
     };
     return identity;
@@ -39,12 +39,13 @@ class MetaxPlugin final : public sdk::Plugin {
 
   explicit MetaxPlugin(const sdk::Host& host)
       : host_(host),
-        library_(host_, {.pci_vendor_ids = {0x9999},
-                         .env = "GPUSTACK_METAX_LIBRARY",
-                         .candidates = {"/opt/mxdriver/lib/libmxsml.so", "/opt/maca/lib/libmxsml.so",
-                                        "/opt/mxn100/lib/libmxsml.so", "libmxsml.so"},
-                         .preload = {},
-                         .install_hint = "install the MetaX driver (mxSml under /opt/mxdriver)"}) {}
+        library_(host_,
+                 {.pci_vendor_ids = {0x9999},
+                  .env = "GPUSTACK_METAX_LIBRARY",
+                  .candidates = {"/opt/mxdriver/lib/libmxsml.so", "/opt/maca/lib/libmxsml.so",
+                                 "/opt/mxn100/lib/libmxsml.so", "libmxsml.so"},
+                  .preload = {},
+                  .install_hint = "install the MetaX driver (mxSml under /opt/mxdriver)"}) {}
   ~MetaxPlugin() override {
     if (initialized_ && api_.shutdown != nullptr) api_.shutdown();
   }
@@ -54,7 +55,8 @@ class MetaxPlugin final : public sdk::Plugin {
     const unsigned count = api_.get_device_count();
     char maca[64] = {};
     unsigned maca_size = sizeof maca;
-    if (api_.get_maca_version == nullptr || api_.get_maca_version(maca, &maca_size) != mx::kSuccess) {
+    if (api_.get_maca_version == nullptr ||
+        api_.get_maca_version(maca, &maca_size) != mx::kSuccess) {
       maca[0] = '\0';
     }
     support::GroupBuilder groups;
@@ -70,8 +72,8 @@ class MetaxPlugin final : public sdk::Plugin {
       sdk::Accelerator a;
       a.id = Trimmed(info.uuid, sizeof info.uuid);
       if (!bus || a.id.empty()) {
-        host_.Log(GPUSTACK_LOG_WARN, "skipping mxSml device " + std::to_string(id) +
-                                         ": no bus id or UUID");
+        host_.Log(GPUSTACK_LOG_WARN,
+                  "skipping mxSml device " + std::to_string(id) + ": no bus id or UUID");
         continue;
       }
       const gpustack_pci_device* pci = support::FillTopology(host_, *bus, a);
@@ -87,7 +89,7 @@ class MetaxPlugin final : public sdk::Plugin {
       if (drm.render) a.physical_indexes.push_back(*drm.render);
       a.memory_mib = static_cast<uint64_t>(memory.vram_total) / 1024;
       a.health = GPUSTACK_HEALTH_UNKNOWN;  // not queried
-      a.logical_slice_count = 16;  // sGPU: up to 16 subdevices per card
+      a.logical_slice_count = 16;          // sGPU: up to 16 subdevices per card
       a.cores_percentage_overcommit = false;
       char driver[64] = {};
       unsigned driver_size = sizeof driver;
@@ -95,13 +97,16 @@ class MetaxPlugin final : public sdk::Plugin {
           api_.get_device_version(id, mx::kVersionDriver, driver, &driver_size) != mx::kSuccess) {
         driver[0] = '\0';
       }
-      groups.Add(Trimmed(info.device_name, sizeof info.device_name), [&] {
-        sdk::AcceleratorGroup g;
-        g.memory_mib = a.memory_mib;
-        g.driver_version = Trimmed(driver, sizeof driver);
-        g.runtime_version = Trimmed(maca, sizeof maca);
-        return g;
-      }, a);
+      groups.Add(
+          Trimmed(info.device_name, sizeof info.device_name),
+          [&] {
+            sdk::AcceleratorGroup g;
+            g.memory_mib = a.memory_mib;
+            g.driver_version = Trimmed(driver, sizeof driver);
+            g.runtime_version = Trimmed(maca, sizeof maca);
+            return g;
+          },
+          a);
       cards.push_back({a.id, id, info.gpu_id});
     }
     cards_ = std::move(cards);
@@ -115,7 +120,8 @@ class MetaxPlugin final : public sdk::Plugin {
       Discover(discard.sink());
     }
     for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+      if (std::none_of(cards_.begin(), cards_.end(),
+                       [&](const Card& c) { return c.uuid == wanted; })) {
         throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
       }
     }
@@ -132,8 +138,8 @@ class MetaxPlugin final : public sdk::Plugin {
       if (api_.get_memory_info(card.id, &memory) == mx::kSuccess && memory.vram_total > 0) {
         s.memory_total_mib = static_cast<double>(memory.vram_total) / 1024.0;
         s.memory_used_mib = static_cast<double>(memory.vram_use) / 1024.0;
-        s.memory_utilization_percent = 100.0 * static_cast<double>(memory.vram_use) /
-                                       static_cast<double>(memory.vram_total);
+        s.memory_utilization_percent =
+            100.0 * static_cast<double>(memory.vram_use) / static_cast<double>(memory.vram_total);
       }
       int usage = 0;
       if (api_.get_device_ip_usage != nullptr &&
@@ -158,7 +164,8 @@ class MetaxPlugin final : public sdk::Plugin {
       if (request.include_processes && api_.get_single_gpu_process != nullptr) {
         std::vector<mx::ProcessInfo> processes(16);
         unsigned count = static_cast<unsigned>(processes.size());
-        if (api_.get_single_gpu_process(card.id, &count, processes.data()) != mx::kSuccess) continue;
+        if (api_.get_single_gpu_process(card.id, &count, processes.data()) != mx::kSuccess)
+          continue;
         for (unsigned i = 0; i < std::min<size_t>(count, processes.size()); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = card.uuid;
@@ -204,7 +211,8 @@ class MetaxPlugin final : public sdk::Plugin {
     return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
   }
   void Check(mx::Return r, const std::string& what) const {
-    if (r != mx::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "mxSml: " + what + ": " + Text(r));
+    if (r != mx::kSuccess)
+      throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "mxSml: " + what + ": " + Text(r));
   }
 
   sdk::Host host_;

@@ -14,10 +14,10 @@ inline constexpr Return kSuccess = 0;
 inline constexpr Return kOperationNotSupport = 3;
 inline constexpr Return kInsufficientSize = 10;
 
-inline constexpr unsigned kModePf = 1;            // SR-IOV physical function (host side)
-inline constexpr unsigned kUsageXcore = 4;        // mxSmlUsageIp_t Xcore
-inline constexpr unsigned kSensorHotspot = 0;     // mxSmlTemperatureSensors_t, hundredths of °C
-inline constexpr unsigned kVersionDriver = 1;     // mxSmlVersionUnit_t
+inline constexpr unsigned kModePf = 1;         // SR-IOV physical function (host side)
+inline constexpr unsigned kUsageXcore = 4;     // mxSmlUsageIp_t Xcore
+inline constexpr unsigned kSensorHotspot = 0;  // mxSmlTemperatureSensors_t, hundredths of °C
+inline constexpr unsigned kVersionDriver = 1;  // mxSmlVersionUnit_t
 
 struct DeviceInfo {  // mxSmlDeviceInfo_t, 184 bytes
   unsigned device_id;

@@ -97,8 +97,8 @@ class MthreadsPlugin final : public sdk::Plugin {
       const auto bus = support::NormalizeBusId(Trimmed(pci.sbdf, sizeof pci.sbdf));
       const mt::Return path_status = api_.device_get_gpu_path(device, path, sizeof path);
       if (path_status != mt::kNotSupported) Check(path_status, where + ": device path");
-      const auto node = path_status == mt::kSuccess ? NodeNumber(Trimmed(path, sizeof path))
-                                                    : std::nullopt;
+      const auto node =
+          path_status == mt::kSuccess ? NodeNumber(Trimmed(path, sizeof path)) : std::nullopt;
       if (!bus || !node) {
         host_.Log(GPUSTACK_LOG_WARN, "skipping MTML " + where + " (" + a.id +
                                          "): no bus id or /dev/mtgpu node number");
@@ -108,7 +108,7 @@ class MthreadsPlugin final : public sdk::Plugin {
       a.physical_indexes = {*node};
       a.memory_mib = total / (1024 * 1024);
       a.health = GPUSTACK_HEALTH_UNKNOWN;  // MTML 2.2 has no health query
-      a.logical_slice_count = 16;  // sGPU: max_inst up to 16
+      a.logical_slice_count = 16;          // sGPU: max_inst up to 16
       int mpc = 0;
       if (api_.device_get_mpc_mode != nullptr &&
           api_.device_get_mpc_mode(device, &mpc) == mt::kSuccess && mpc == 1) {
@@ -122,13 +122,16 @@ class MthreadsPlugin final : public sdk::Plugin {
           api_.device_count_gpu_cores(device, &cores) != mt::kSuccess) {
         cores = 0;
       }
-      groups.Add(Trimmed(name, sizeof name), [&] {
-        sdk::AcceleratorGroup g;
-        g.memory_mib = a.memory_mib;
-        g.cores = cores;
-        g.driver_version = driver;
-        return g;
-      }, a);
+      groups.Add(
+          Trimmed(name, sizeof name),
+          [&] {
+            sdk::AcceleratorGroup g;
+            g.memory_mib = a.memory_mib;
+            g.cores = cores;
+            g.driver_version = driver;
+            return g;
+          },
+          a);
       cards.push_back({a.id, device});
     }
     cards_ = std::move(cards);
@@ -142,7 +145,8 @@ class MthreadsPlugin final : public sdk::Plugin {
       Discover(discard.sink());
     }
     for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(), [&](const Card& c) { return c.uuid == wanted; })) {
+      if (std::none_of(cards_.begin(), cards_.end(),
+                       [&](const Card& c) { return c.uuid == wanted; })) {
         throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
       }
     }
@@ -160,13 +164,16 @@ class MthreadsPlugin final : public sdk::Plugin {
       if (api_.device_init_memory(card.device, &memory) == mt::kSuccess &&
           api_.memory_get_total(memory, &total) == mt::kSuccess && total > 0) {
         s.memory_total_mib = static_cast<double>(total) / (1024.0 * 1024.0);
-        if (api_.memory_get_used != nullptr && api_.memory_get_used(memory, &used) == mt::kSuccess) {
+        if (api_.memory_get_used != nullptr &&
+            api_.memory_get_used(memory, &used) == mt::kSuccess) {
           s.memory_used_mib = static_cast<double>(used) / (1024.0 * 1024.0);
-          s.memory_utilization_percent = 100.0 * static_cast<double>(used) / static_cast<double>(total);
+          s.memory_utilization_percent =
+              100.0 * static_cast<double>(used) / static_cast<double>(total);
         }
       }
       mt::Gpu* gpu = nullptr;
-      if (api_.device_init_gpu != nullptr && api_.device_init_gpu(card.device, &gpu) == mt::kSuccess) {
+      if (api_.device_init_gpu != nullptr &&
+          api_.device_init_gpu(card.device, &gpu) == mt::kSuccess) {
         unsigned utilization = 0;
         if (api_.gpu_get_utilization != nullptr &&
             api_.gpu_get_utilization(gpu, &utilization) == mt::kSuccess) {
@@ -214,7 +221,8 @@ class MthreadsPlugin final : public sdk::Plugin {
     return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
   }
   void Check(mt::Return r, const std::string& what) const {
-    if (r != mt::kSuccess) throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "MTML: " + what + ": " + Text(r));
+    if (r != mt::kSuccess)
+      throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "MTML: " + what + ": " + Text(r));
   }
 
   sdk::Host host_;

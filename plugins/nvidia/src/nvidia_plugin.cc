@@ -9,16 +9,26 @@ namespace {
 std::string ArchitectureName(unsigned architecture) {
   // nvmlDeviceArchitecture_t values.
   switch (architecture) {
-    case 2: return "Kepler";
-    case 3: return "Maxwell";
-    case 4: return "Pascal";
-    case 5: return "Volta";
-    case 6: return "Turing";
-    case 7: return "Ampere";
-    case 8: return "Ada";
-    case 9: return "Hopper";
-    case 10: return "Blackwell";
-    default: return {};
+    case 2:
+      return "Kepler";
+    case 3:
+      return "Maxwell";
+    case 4:
+      return "Pascal";
+    case 5:
+      return "Volta";
+    case 6:
+      return "Turing";
+    case 7:
+      return "Ampere";
+    case 8:
+      return "Ada";
+    case 9:
+      return "Hopper";
+    case 10:
+      return "Blackwell";
+    default:
+      return {};
   }
 }
 
@@ -31,8 +41,9 @@ gpustack::support::NvmlFamilyTraits Traits() {
       .library_candidates = {"libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
                              "/usr/lib64/libnvidia-ml.so.1", "/usr/lib/wsl/lib/libnvidia-ml.so.1"},
       .preload_candidates = {},
-      .install_hint = "install the NVIDIA driver (it ships NVML) or run the device manager under "
-                      "the nvidia RuntimeClass",
+      .install_hint =
+          "install the NVIDIA driver (it ships NVML) or run the device manager under "
+          "the nvidia RuntimeClass",
       .logical_slice_count = 128,
       .cores_percentage_overcommit = true,
       .partitions = true,

@@ -78,16 +78,14 @@ bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api,
   r.Get(&api->device_get_utilization_rates, {"DeviceGetUtilizationRates"});
   r.Get(&api->device_get_temperature, {"DeviceGetTemperature"});
   r.Get(&api->device_get_power_usage, {"DeviceGetPowerUsage"});
-  r.Get(&api->device_get_compute_running_processes,
-        {"DeviceGetComputeRunningProcesses_v3"});
+  r.Get(&api->device_get_compute_running_processes, {"DeviceGetComputeRunningProcesses_v3"});
   r.Get(&api->device_get_process_utilization, {"DeviceGetProcessUtilization"});
   r.Get(&api->device_get_mig_mode, {"DeviceGetMigMode"});
   r.Get(&api->device_get_gpu_instance_profile_info, {"DeviceGetGpuInstanceProfileInfo"});
   r.Get(&api->device_get_gpu_instance_profile_info_v, {"DeviceGetGpuInstanceProfileInfoV"});
   r.Get(&api->device_get_gpu_instance_possible_placements,
         {"DeviceGetGpuInstancePossiblePlacements_v2", "DeviceGetGpuInstancePossiblePlacements"});
-  r.Get(&api->device_create_gpu_instance_with_placement,
-        {"DeviceCreateGpuInstanceWithPlacement"});
+  r.Get(&api->device_create_gpu_instance_with_placement, {"DeviceCreateGpuInstanceWithPlacement"});
   r.Get(&api->device_get_gpu_instances, {"DeviceGetGpuInstances"});
   r.Get(&api->gpu_instance_get_info, {"GpuInstanceGetInfo"});
   r.Get(&api->gpu_instance_destroy, {"GpuInstanceDestroy"});

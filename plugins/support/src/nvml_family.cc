@@ -6,8 +6,8 @@
 #include <cstring>
 #include <tuple>
 
-#include "gpustack_support/partition_tables.h"
 #include "gpustack_support/discovery.h"
+#include "gpustack_support/partition_tables.h"
 #include "gpustack_support/pci_topology.h"
 
 namespace gpustack::support {
@@ -18,14 +18,22 @@ using sdk::Error;
 // NVML_COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7,8,6}_SLICE: the enum index for a slice count.
 std::optional<unsigned> ComputeProfileIndex(unsigned slices) {
   switch (slices) {
-    case 1: return 0;
-    case 2: return 1;
-    case 3: return 2;
-    case 4: return 3;
-    case 7: return 4;
-    case 8: return 5;
-    case 6: return 6;
-    default: return std::nullopt;
+    case 1:
+      return 0;
+    case 2:
+      return 1;
+    case 3:
+      return 2;
+    case 4:
+      return 3;
+    case 7:
+      return 4;
+    case 8:
+      return 5;
+    case 6:
+      return 6;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -62,8 +70,7 @@ NvmlFamilyPlugin::NvmlFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits trait
                        traits_.preload_candidates, traits_.install_hint}) {
   const std::string state_dir(
       host_.Config("state_dir").value_or("/var/lib/gpustack/" + traits_.manufacturer));
-  owners_ = std::make_unique<OwnershipStore>(std::filesystem::path(state_dir) /
-                                             "partition-owners");
+  owners_ = std::make_unique<OwnershipStore>(std::filesystem::path(state_dir) / "partition-owners");
 }
 
 NvmlFamilyPlugin::~NvmlFamilyPlugin() {
@@ -112,8 +119,10 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
     if (r != nvml::kSuccess) {
       nvml::GpuInstanceProfileInfo v1{};
       r = api_.device_get_gpu_instance_profile_info(device, index, &v1);
-      if (r == nvml::kErrorNotSupported || r == nvml::kErrorInvalidArgument) continue;  // not offered
-      if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, "profile " + std::to_string(index), r);
+      if (r == nvml::kErrorNotSupported || r == nvml::kErrorInvalidArgument)
+        continue;  // not offered
+      if (r != nvml::kSuccess)
+        Fail(GPUSTACK_STATUS_INTERNAL, "profile " + std::to_string(index), r);
       info = {};
       info.id = v1.id;
       info.slice_count = v1.slice_count;
@@ -128,7 +137,8 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
     }
     if (count == 0) continue;  // a profile without a legal placement is not offered
     std::vector<nvml::GpuInstancePlacement> placements(count);
-    r = api_.device_get_gpu_instance_possible_placements(device, info.id, placements.data(), &count);
+    r = api_.device_get_gpu_instance_possible_placements(device, info.id, placements.data(),
+                                                         &count);
     if (r != nvml::kSuccess) {
       Fail(GPUSTACK_STATUS_INTERNAL, "placements of profile " + std::to_string(info.id), r);
     }
@@ -163,10 +173,9 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
     d.profile.memory_slices = length;
     d.profile.max_count = info.instance_count;
     for (const auto& p : placements) d.profile.placements.push_back({p.start, p.size});
-    std::sort(d.profile.placements.begin(), d.profile.placements.end(),
-              [](const gpustack_placement& a, const gpustack_placement& b) {
-                return a.start < b.start;
-              });
+    std::sort(
+        d.profile.placements.begin(), d.profile.placements.end(),
+        [](const gpustack_placement& a, const gpustack_placement& b) { return a.start < b.start; });
     out.push_back(std::move(d));
   }
   // Smallest first, as administrators read them: 1g.10gb, 1g.20gb, 2g.20gb ...
@@ -207,7 +216,8 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     unsigned minor = 0;
     nvml::Memory memory{};
     auto query = [&](const char* what, nvml::Return r) {
-      if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": " + what, r);
+      if (r != nvml::kSuccess)
+        Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": " + what, r);
     };
     query("name", api_.device_get_name(device, name, sizeof name));
     query("uuid", api_.device_get_uuid(device, uuid, sizeof uuid));
@@ -220,7 +230,8 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     const int node = static_cast<int>(minor) + traits_.minor_offset;
     if (minor_status == nvml::kErrorNotSupported || (minor_status == nvml::kSuccess && node < 0)) {
       host_.Log(GPUSTACK_LOG_WARN, "skipping " + Trimmed(uuid, sizeof uuid) +
-                                       ": no usable device minor (" + ErrorText(minor_status) + ")");
+                                       ": no usable device minor (" + ErrorText(minor_status) +
+                                       ")");
       continue;
     }
     query("minor number", minor_status);
@@ -254,7 +265,7 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
       const nvml::Return r = api_.device_get_mig_mode(device, &current, &pending);
       if (r == nvml::kSuccess) {
         card.partitioned = current == nvml::kMigEnable;
-        a.partition_mode = card.partitioned ? GPUSTACK_PARTITION_MODE_ENABLED
+        a.partition_mode = card.partitioned     ? GPUSTACK_PARTITION_MODE_ENABLED
                            : pending != current ? GPUSTACK_PARTITION_MODE_PENDING
                                                 : GPUSTACK_PARTITION_MODE_DISABLED;
         if (card.partitioned) {
@@ -270,29 +281,33 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.cores_percentage_overcommit = !card.partitioned && traits_.cores_percentage_overcommit;
 
     const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
-    groups.Add(product, [&] {
-      sdk::AcceleratorGroup g;
-      g.memory_mib = card_memory;
-      g.driver_version = Trimmed(driver, sizeof driver);
-      g.runtime_version = CudaVersion(cuda);
-      int major = 0;
-      int minor_cc = 0;
-      if (api_.device_get_cuda_compute_capability != nullptr &&
-          api_.device_get_cuda_compute_capability(device, &major, &minor_cc) == nvml::kSuccess) {
-        g.compute_capability = std::to_string(major) + "." + std::to_string(minor_cc);
-      }
-      unsigned cores = 0;
-      if (api_.device_get_num_gpu_cores != nullptr &&
-          api_.device_get_num_gpu_cores(device, &cores) == nvml::kSuccess) {
-        g.cores = cores;
-      }
-      unsigned arch = 0;
-      if (traits_.family_name && api_.device_get_architecture != nullptr &&
-          api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
-        g.family = traits_.family_name(arch);
-      }
-      return g;
-    }, std::move(a));
+    groups.Add(
+        product,
+        [&] {
+          sdk::AcceleratorGroup g;
+          g.memory_mib = card_memory;
+          g.driver_version = Trimmed(driver, sizeof driver);
+          g.runtime_version = CudaVersion(cuda);
+          int major = 0;
+          int minor_cc = 0;
+          if (api_.device_get_cuda_compute_capability != nullptr &&
+              api_.device_get_cuda_compute_capability(device, &major, &minor_cc) ==
+                  nvml::kSuccess) {
+            g.compute_capability = std::to_string(major) + "." + std::to_string(minor_cc);
+          }
+          unsigned cores = 0;
+          if (api_.device_get_num_gpu_cores != nullptr &&
+              api_.device_get_num_gpu_cores(device, &cores) == nvml::kSuccess) {
+            g.cores = cores;
+          }
+          unsigned arch = 0;
+          if (traits_.family_name && api_.device_get_architecture != nullptr &&
+              api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
+            g.family = traits_.family_name(arch);
+          }
+          return g;
+        },
+        std::move(a));
     cards.push_back(std::move(card));
   }
   // Report only once every card was read: a failure above leaves the host's last good result.
@@ -466,10 +481,12 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
     std::vector<nvml::GpuInstance> instances(n);
     const nvml::Return r =
         api_.device_get_gpu_instances(card.handle, d.creation_id, instances.data(), &n);
-    if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": listing " + d.profile.name, r);
+    if (r != nvml::kSuccess)
+      Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": listing " + d.profile.name, r);
     for (unsigned i = 0; i < std::min<size_t>(n, instances.size()); ++i) {
       nvml::GpuInstanceInfo info{};
-      if (const nvml::Return ir = api_.gpu_instance_get_info(instances[i], &info); ir != nvml::kSuccess) {
+      if (const nvml::Return ir = api_.gpu_instance_get_info(instances[i], &info);
+          ir != nvml::kSuccess) {
         Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": GPU instance info", ir);
       }
       LivePartition live;
@@ -519,7 +536,8 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
 }
 
 void NvmlFamilyPlugin::ListPartitions(std::string_view accelerator_id, sdk::PartitionSink& sink) {
-  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  if (!traits_.partitions)
+    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
   if (!EnsureLoaded() && accelerator_id.empty()) return;
   std::vector<const Card*> cards;
   if (accelerator_id.empty()) {
@@ -536,7 +554,8 @@ void NvmlFamilyPlugin::ListPartitions(std::string_view accelerator_id, sdk::Part
 
 void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& request,
                                        sdk::PartitionSink& sink) {
-  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  if (!traits_.partitions)
+    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
   EnsureLoaded();
   if (!ValidOwnerTag(request.owner)) {
     throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
@@ -544,24 +563,27 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   }
   Card& card = FindCard(request.accelerator_id);
   if (!card.partitioned) {
-    throw Error(GPUSTACK_STATUS_FAILED_PRECONDITION,
-                card.uuid + " is not in partition (MIG) mode; enable it and restart the device manager");
+    throw Error(
+        GPUSTACK_STATUS_FAILED_PRECONDITION,
+        card.uuid + " is not in partition (MIG) mode; enable it and restart the device manager");
   }
-  auto profile = std::find_if(card.profiles.begin(), card.profiles.end(),
-                              [&](const DriverProfile& d) { return d.profile.name == request.profile; });
+  auto profile =
+      std::find_if(card.profiles.begin(), card.profiles.end(),
+                   [&](const DriverProfile& d) { return d.profile.name == request.profile; });
   if (profile == card.profiles.end()) {
     throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
                 "profile " + request.profile + " is not offered by " + card.uuid);
   }
-  const bool legal = std::any_of(profile->profile.placements.begin(), profile->profile.placements.end(),
-                                 [&](const gpustack_placement& p) {
-                                   return p.start == request.placement.start &&
-                                          p.length == request.placement.length;
-                                 });
+  const bool legal = std::any_of(
+      profile->profile.placements.begin(), profile->profile.placements.end(),
+      [&](const gpustack_placement& p) {
+        return p.start == request.placement.start && p.length == request.placement.length;
+      });
   if (!legal) {
     throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
                 "placement " + std::to_string(request.placement.start) + "+" +
-                    std::to_string(request.placement.length) + " is not legal for " + request.profile);
+                    std::to_string(request.placement.length) + " is not legal for " +
+                    request.profile);
   }
   // Check the ownership file can be read before touching the hardware.
   LoadOwners();
@@ -573,7 +595,8 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   if (r == nvml::kErrorInsufficientResources || r == nvml::kErrorInUse) {
     Fail(GPUSTACK_STATUS_RESOURCE_EXHAUSTED, card.uuid + ": placement is taken", r);
   }
-  if (r != nvml::kSuccess) Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating " + request.profile, r);
+  if (r != nvml::kSuccess)
+    Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating " + request.profile, r);
 
   // Anything failing after the GPU instance exists undoes it: nothing unowned is left behind.
   nvml::GpuInstanceInfo info{};
@@ -582,8 +605,8 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   const auto index = ComputeProfileIndex(profile->profile.compute_slices);
   r = api_.gpu_instance_get_info(gi, &info);
   if (r == nvml::kSuccess) {
-    r = index ? api_.gpu_instance_get_compute_instance_profile_info(gi, *index,
-                                                                    nvml::kComputeEngineShared, &ci_profile)
+    r = index ? api_.gpu_instance_get_compute_instance_profile_info(
+                    gi, *index, nvml::kComputeEngineShared, &ci_profile)
               : nvml::kErrorNotSupported;
   }
   if (r == nvml::kSuccess) r = api_.gpu_instance_create_compute_instance(gi, ci_profile.id, &ci);
@@ -591,10 +614,14 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
     api_.gpu_instance_destroy(gi);
     Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating the compute instance", r);
   }
-  const sdk::Partition made{card.uuid, MigDeviceUuid(card, info.id), request.profile,
-                            {info.placement.start, info.placement.size}, request.owner};
-  const OwnershipRecord record{card.uuid, info.id, made.id, request.profile, info.placement.start,
-                               info.placement.size, request.owner};
+  const sdk::Partition made{card.uuid,
+                            MigDeviceUuid(card, info.id),
+                            request.profile,
+                            {info.placement.start, info.placement.size},
+                            request.owner};
+  const OwnershipRecord record{
+      card.uuid,           info.id,      made.id, request.profile, info.placement.start,
+      info.placement.size, request.owner};
   auto undo = [&] {
     api_.compute_instance_destroy(ci);
     api_.gpu_instance_destroy(gi);
@@ -626,7 +653,8 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
 }
 
 void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
-  if (!traits_.partitions) throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+  if (!traits_.partitions)
+    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
   EnsureLoaded();
   Card& card = FindCard(request.accelerator_id);
   for (const LivePartition& live : Live(card)) {
@@ -659,9 +687,8 @@ void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& requ
     // Compute instances first, then the GPU instance.
     for (unsigned index = 0; index < 7; ++index) {
       nvml::ComputeInstanceProfileInfo ci_profile{};
-      if (api_.gpu_instance_get_compute_instance_profile_info(live.instance, index,
-                                                              nvml::kComputeEngineShared,
-                                                              &ci_profile) != nvml::kSuccess) {
+      if (api_.gpu_instance_get_compute_instance_profile_info(
+              live.instance, index, nvml::kComputeEngineShared, &ci_profile) != nvml::kSuccess) {
         continue;
       }
       std::vector<nvml::ComputeInstance> cis(8);
@@ -681,7 +708,8 @@ void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& requ
     }
     return;
   }
-  throw Error(GPUSTACK_STATUS_NOT_FOUND, "no partition " + request.partition_id + " on " + card.uuid);
+  throw Error(GPUSTACK_STATUS_NOT_FOUND,
+              "no partition " + request.partition_id + " on " + card.uuid);
 }
 
 }  // namespace gpustack::support

@@ -56,14 +56,16 @@ std::optional<std::string> NormalizeBusId(std::string_view text) {
   auto pad = [](std::string_view s, size_t width) {
     return std::string(width - s.size(), '0') + Lower(s);
   };
-  std::string out = pad(domain, 4) + ":" + pad(bus, 2) + ":" + pad(device, 2) + "." + Lower(function);
+  std::string out =
+      pad(domain, 4) + ":" + pad(bus, 2) + ":" + pad(device, 2) + "." + Lower(function);
   return out;
 }
 
 std::string BusIdFromBdfId(uint64_t bdfid) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%04x:%02x:%02x.%x",
-                static_cast<unsigned>((bdfid >> 32) & 0xffff), static_cast<unsigned>((bdfid >> 8) & 0xff),
+                static_cast<unsigned>((bdfid >> 32) & 0xffff),
+                static_cast<unsigned>((bdfid >> 8) & 0xff),
                 static_cast<unsigned>((bdfid >> 3) & 0x1f), static_cast<unsigned>(bdfid & 0x7));
   return buffer;
 }
@@ -71,9 +73,9 @@ std::string BusIdFromBdfId(uint64_t bdfid) {
 const gpustack_pci_device* FindPci(std::span<const gpustack_pci_device* const> devices,
                                    std::string_view bus_id) {
   for (const gpustack_pci_device* device : devices) {
-    const std::string_view id =
-        device->bus_id.data == nullptr ? std::string_view{}
-                                       : std::string_view(device->bus_id.data, device->bus_id.size);
+    const std::string_view id = device->bus_id.data == nullptr
+                                    ? std::string_view{}
+                                    : std::string_view(device->bus_id.data, device->bus_id.size);
     if (id == bus_id) return device;
   }
   return nullptr;
@@ -104,7 +106,8 @@ std::string ReadCpuAffinity(const std::string& sysfs_path) {
   std::ifstream in(sysfs_path + "/local_cpulist");
   std::string line;
   std::getline(in, line);
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())) != 0) line.pop_back();
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())) != 0)
+    line.pop_back();
   return line;
 }
 

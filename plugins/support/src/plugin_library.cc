@@ -6,8 +6,8 @@ namespace gpustack::support {
 
 const VendorLibrary* PluginLibrary::Open() {
   if (library_ != nullptr) return library_.get();
-  for (const std::string& path : preloaded_.empty() ? requirements_.preload
-                                                    : std::vector<std::string>{}) {
+  for (const std::string& path :
+       preloaded_.empty() ? requirements_.preload : std::vector<std::string>{}) {
     std::string ignored;
     if (auto lib = VendorLibrary::Open({.override_path = {}, .candidates = {path}, .global = true},
                                        &ignored)) {

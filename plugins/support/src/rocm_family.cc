@@ -41,8 +41,8 @@ KfdNode ReadKfdNode(const std::string& sysfs_root, const std::string& bus_id) {
   if (std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return {};
   const uint64_t location = (bus << 8) | (device << 3) | function;
   std::error_code ec;
-  for (const auto& node : std::filesystem::directory_iterator(
-           sysfs_root + "/class/kfd/kfd/topology/nodes", ec)) {
+  for (const auto& node :
+       std::filesystem::directory_iterator(sysfs_root + "/class/kfd/kfd/topology/nodes", ec)) {
     std::ifstream in(node.path() / "properties");
     std::map<std::string, uint64_t> props;
     std::string key;
@@ -160,17 +160,21 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
 
     const std::string product = Trimmed(name, sizeof name);
     const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
-    groups.Add(product, [&] {
-      const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
-      sdk::AcceleratorGroup g;
-      g.memory_mib = card_memory;
-      g.cores = kfd.compute_units;
-      g.compute_capability = kfd.gfx_target;
-      g.family = traits_.family_name && !kfd.gfx_target.empty() ? traits_.family_name(kfd.gfx_target)
-                                                                : std::string();
-      g.driver_version = Trimmed(driver, sizeof driver);
-      return g;
-    }, std::move(a));
+    groups.Add(
+        product,
+        [&] {
+          const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
+          sdk::AcceleratorGroup g;
+          g.memory_mib = card_memory;
+          g.cores = kfd.compute_units;
+          g.compute_capability = kfd.gfx_target;
+          g.family = traits_.family_name && !kfd.gfx_target.empty()
+                         ? traits_.family_name(kfd.gfx_target)
+                         : std::string();
+          g.driver_version = Trimmed(driver, sizeof driver);
+          return g;
+        },
+        std::move(a));
     cards.push_back({uuid, i});
   }
   cards_ = std::move(cards);

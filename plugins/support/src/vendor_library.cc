@@ -8,16 +8,16 @@ namespace gpustack::support {
 
 std::unique_ptr<VendorLibrary> VendorLibrary::Open(const LibrarySearch& search,
                                                    std::string* error) {
-  std::vector<std::string> paths =
-      search.override_path.empty() ? search.candidates
-                                   : std::vector<std::string>{search.override_path};
+  std::vector<std::string> paths = search.override_path.empty()
+                                       ? search.candidates
+                                       : std::vector<std::string>{search.override_path};
   std::string tried;
   for (const std::string& path : paths) {
     dlerror();
     // RTLD_NODELETE: a vendor library may start threads or register exit handlers; unmapping it
     // under them would crash the host, so it stays mapped once loaded.
-    void* handle = dlopen(path.c_str(),
-                          RTLD_NOW | RTLD_NODELETE | (search.global ? RTLD_GLOBAL : RTLD_LOCAL));
+    void* handle =
+        dlopen(path.c_str(), RTLD_NOW | RTLD_NODELETE | (search.global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (handle != nullptr) return std::unique_ptr<VendorLibrary>(new VendorLibrary(handle, path));
     const char* why = dlerror();
     if (!tried.empty()) tried += "; ";

@@ -11,8 +11,8 @@ namespace {
 class OwnershipStoreTest : public ::testing::Test {
  protected:
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
-                               ("owners-" + std::to_string(::getpid()));
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("owners-" + std::to_string(::getpid()));
 };
 
 TEST_F(OwnershipStoreTest, MissingFileIsEmptyAndRoundTrips) {
@@ -64,9 +64,9 @@ TEST_F(OwnershipStoreTest, AFailedChangeLeavesTheFileAsItWas) {
   OwnershipStore store(dir_ / "owners");
   store.Update([](auto& r) { r.push_back({"GPU-1", 1, "MIG-a", "7g.80gb", 0, 8, "p"}); });
   EXPECT_THROW(store.Update([](auto& r) {
-                 r.clear();
-                 throw std::runtime_error("changed my mind");
-               }),
+    r.clear();
+    throw std::runtime_error("changed my mind");
+  }),
                std::runtime_error);
   EXPECT_EQ(store.Load().size(), 1u);
 }

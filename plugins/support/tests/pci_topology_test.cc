@@ -28,8 +28,8 @@ TEST(BusIdFromBdfId, DecodesRocmSmiEncoding) {
 }
 
 TEST(SysfsReaders, ReadDrmNodesAffinityAndRootPort) {
-  const auto root = std::filesystem::temp_directory_path() /
-                    ("topology-" + std::to_string(::getpid()));
+  const auto root =
+      std::filesystem::temp_directory_path() / ("topology-" + std::to_string(::getpid()));
   const auto device = root / "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0";
   std::filesystem::create_directories(device / "drm/card2");
   std::filesystem::create_directories(device / "drm/renderD130");

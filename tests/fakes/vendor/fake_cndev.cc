@@ -37,13 +37,13 @@ const json* Device(cn::Device device) {
 
 }  // namespace
 
-#define GUARD(function)                                      \
-  std::lock_guard<std::mutex> lock(g.mu);                    \
-  if (g.init_count == 0) return kUninitialized;              \
+#define GUARD(function)                         \
+  std::lock_guard<std::mutex> lock(g.mu);       \
+  if (g.init_count == 0) return kUninitialized; \
   if (cn::Return injected = g.injector.Check(function)) return injected
 
-#define DEVICE(handle)                \
-  const json* d = Device(handle);     \
+#define DEVICE(handle)            \
+  const json* d = Device(handle); \
   if (d == nullptr) return kInvalidDeviceId
 
 #define VERSIONED(s) \
@@ -70,12 +70,18 @@ EXPORT cn::Return cndevRelease() {
 
 EXPORT const char* cndevGetErrorString(cn::Return r) {
   switch (r) {
-    case 0: return "success";
-    case 3: return "unsupported api version";
-    case 4: return "uninitialized";
-    case 6: return "invalid device id";
-    case 10: return "not supported";
-    default: return "unknown error";
+    case 0:
+      return "success";
+    case 3:
+      return "unsupported api version";
+    case 4:
+      return "uninitialized";
+    case 6:
+      return "invalid device id";
+    case 10:
+      return "not supported";
+    default:
+      return "unknown error";
   }
 }
 

@@ -44,13 +44,13 @@ void CopyBytes(const std::string& value, unsigned char* out, size_t size) {
 
 }  // namespace
 
-#define GUARD(function)                                      \
-  std::lock_guard<std::mutex> lock(g.mu);                    \
-  if (!g.loaded) return kNotReady;                           \
+#define GUARD(function)                   \
+  std::lock_guard<std::mutex> lock(g.mu); \
+  if (!g.loaded) return kNotReady;        \
   if (int injected = g.injector.Check(function)) return injected
 
-#define DEVICE(card, dev)                 \
-  const json* d = Device(card, dev);      \
+#define DEVICE(card, dev)            \
+  const json* d = Device(card, dev); \
   if (d == nullptr) return kInvalidDeviceId
 
 EXPORT int dcmi_init() {
@@ -79,8 +79,9 @@ EXPORT int dcmi_get_card_list(int* count, int* cards, int length) {
 
 EXPORT int dcmi_get_device_num_in_card(int card, int* count) {
   GUARD("get_device_num_in_card");
-  *count = static_cast<int>(std::count_if(g.section["devices"].begin(), g.section["devices"].end(),
-                                          [&](const json& d) { return d.value("card", -1) == card; }));
+  *count =
+      static_cast<int>(std::count_if(g.section["devices"].begin(), g.section["devices"].end(),
+                                     [&](const json& d) { return d.value("card", -1) == card; }));
   return *count > 0 ? dc::kOk : kInvalidDeviceId;
 }
 

@@ -51,9 +51,9 @@ void Copy(const std::string& value, char* out, unsigned size) {
 
 }  // namespace
 
-#define GUARD(function)                                \
-  std::lock_guard<std::mutex> lock(g.mu);              \
-  if (g.init_count == 0) return kDriverNotLoaded;      \
+#define GUARD(function)                           \
+  std::lock_guard<std::mutex> lock(g.mu);         \
+  if (g.init_count == 0) return kDriverNotLoaded; \
   if (mt::Return injected = g.injector.Check(function)) return injected
 
 EXPORT mt::Return mtmlLibraryInit(mt::Library** library) {
@@ -82,11 +82,16 @@ EXPORT mt::Return mtmlLibraryShutDown(mt::Library*) {
 
 EXPORT const char* mtmlErrorString(mt::Return r) {
   switch (r) {
-    case 0: return "Success";
-    case 1: return "Driver not loaded";
-    case 3: return "Invalid argument";
-    case 4: return "Not supported";
-    default: return "Unknown error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Driver not loaded";
+    case 3:
+      return "Invalid argument";
+    case 4:
+      return "Not supported";
+    default:
+      return "Unknown error";
   }
 }
 
@@ -109,7 +114,8 @@ EXPORT mt::Return mtmlLibraryCountDevice(const mt::Library*, unsigned* count) {
   return mt::kSuccess;
 }
 
-EXPORT mt::Return mtmlLibraryInitDeviceByIndex(const mt::Library*, unsigned index, mt::Device** device) {
+EXPORT mt::Return mtmlLibraryInitDeviceByIndex(const mt::Library*, unsigned index,
+                                               mt::Device** device) {
   GUARD("LibraryInitDeviceByIndex");
   if (index >= g.cards.size()) return kInvalidArgument;
   *device = &*std::next(g.cards.begin(), index);

@@ -38,9 +38,9 @@ void Copy(const std::string& value, char* out, size_t size) {
 
 }  // namespace
 
-#define GUARD(function)                             \
-  std::lock_guard<std::mutex> lock(g.mu);           \
-  if (!g.loaded) return kFailure;                   \
+#define GUARD(function)                   \
+  std::lock_guard<std::mutex> lock(g.mu); \
+  if (!g.loaded) return kFailure;         \
   if (mx::Return injected = g.injector.Check(function)) return injected
 
 // mxSml has no shutdown: initialization is once per process, as the real library's is.
@@ -58,11 +58,16 @@ EXPORT mx::Return mxSmlInit() {
 
 EXPORT const char* mxSmlGetErrorString(mx::Return r) {
   switch (r) {
-    case 0: return "Success";
-    case 1: return "Failure";
-    case 3: return "Operation not supported";
-    case 6: return "Invalid device id";
-    default: return "Unknown error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Failure";
+    case 3:
+      return "Operation not supported";
+    case 6:
+      return "Invalid device id";
+    default:
+      return "Unknown error";
   }
 }
 
@@ -111,12 +116,14 @@ EXPORT mx::Return mxSmlGetTemperatureInfo(unsigned id, unsigned sensor, int* val
   GUARD("GetTemperatureInfo");
   const json* d = Device(id);
   if (d == nullptr) return kInvalidDeviceId;
-  if (sensor != mx::kSensorHotspot || !d->contains("temperature_centi")) return mx::kOperationNotSupport;
+  if (sensor != mx::kSensorHotspot || !d->contains("temperature_centi"))
+    return mx::kOperationNotSupport;
   *value = (*d)["temperature_centi"];
   return mx::kSuccess;
 }
 
-EXPORT mx::Return mxSmlGetBoardPowerInfo(unsigned id, unsigned* size, mx::BoardWayElectricInfo* ways) {
+EXPORT mx::Return mxSmlGetBoardPowerInfo(unsigned id, unsigned* size,
+                                         mx::BoardWayElectricInfo* ways) {
   GUARD("GetBoardPowerInfo");
   const json* d = Device(id);
   if (d == nullptr) return kInvalidDeviceId;
@@ -134,7 +141,8 @@ EXPORT mx::Return mxSmlGetBoardPowerInfo(unsigned id, unsigned* size, mx::BoardW
 EXPORT mx::Return mxSmlGetDeviceVersion(unsigned id, unsigned unit, char* text, unsigned* size) {
   GUARD("GetDeviceVersion");
   if (Device(id) == nullptr) return kInvalidDeviceId;
-  if (unit != mx::kVersionDriver || !g.section.contains("driver_version")) return mx::kOperationNotSupport;
+  if (unit != mx::kVersionDriver || !g.section.contains("driver_version"))
+    return mx::kOperationNotSupport;
   const std::string version = g.section["driver_version"];
   if (*size <= version.size()) {
     *size = static_cast<unsigned>(version.size() + 1);

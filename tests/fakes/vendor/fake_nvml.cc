@@ -5,7 +5,8 @@
 // Fixture section:
 //   driver_version, cuda_driver_version, errors (see fake_fixture.h),
 //   profile_sets: {name: [{index, id, name, slices, instances, memory_mb, placements: [[s, n]]}]}
-//   devices: [{name, uuid, bus_id, minor, memory_mib (physical), reserved_mib, used_mib, gpu_util, mem_util, temperature,
+//   devices: [{name, uuid, bus_id, minor, memory_mib (physical), reserved_mib, used_mib, gpu_util,
+//   mem_util, temperature,
 //              power_mw, architecture, cc: [maj, min], cores, lost,
 //              mig: {current, pending, profiles: <set>, instances: [{index, start}]},
 //              processes: [{pid, used_mib, sm_util, gi}]}]
@@ -120,7 +121,8 @@ nv::Return CreateGi(Card& card, const json& profile, unsigned start, unsigned si
   }
   unsigned same = 0;
   for (const Gi& gi : card.gis) {
-    if (start < gi.start + gi.size && gi.start < start + size) return nv::kErrorInsufficientResources;
+    if (start < gi.start + gi.size && gi.start < start + size)
+      return nv::kErrorInsufficientResources;
     same += gi.profile.value("id", ~0u) == profile.value("id", ~1u) ? 1 : 0;
   }
   if (same >= profile.value("instances", 0u)) return nv::kErrorInsufficientResources;
@@ -149,8 +151,8 @@ void Load() {
       const json* profile = Profile(card, existing.at("index"), "index");
       Gi* gi = nullptr;
       if (profile != nullptr &&
-          CreateGi(card, *profile, existing.at("start"), Placements(*profile).front().second, &gi) ==
-              nv::kSuccess) {
+          CreateGi(card, *profile, existing.at("start"), Placements(*profile).front().second,
+                   &gi) == nv::kSuccess) {
         gi->cis.push_back(Ci{{}, gi, 0, 0, g.next_serial++});
       }
     }
@@ -177,9 +179,9 @@ std::vector<Ci*> MigDevices(Card& card) {
 
 }  // namespace
 
-#define GUARD(function)                                  \
-  std::lock_guard<std::mutex> lock(g.mu);                \
-  if (g.init_count == 0) return 1; /* UNINITIALIZED */   \
+#define GUARD(function)                                \
+  std::lock_guard<std::mutex> lock(g.mu);              \
+  if (g.init_count == 0) return 1; /* UNINITIALIZED */ \
   if (nv::Return injected = Inject(function)) return injected
 
 EXPORT nv::Return FN(Init)() {
@@ -206,17 +208,28 @@ EXPORT nv::Return FN(Shutdown)() {
 
 EXPORT const char* FN(ErrorString)(nv::Return r) {
   switch (r) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 6: return "Not Found";
-    case 7: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    case 15: return "GPU is lost";
-    case 19: return "In use by another client";
-    case 23: return "Insufficient resources";
-    default: return "Unknown Error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 6:
+      return "Not Found";
+    case 7:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    case 15:
+      return "GPU is lost";
+    case 19:
+      return "In use by another client";
+    case 23:
+      return "Insufficient resources";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -319,7 +332,8 @@ EXPORT nv::Return FN(DeviceGetMemoryInfo)(nv::Device device, nv::Memory* memory)
   if (card == nullptr) return nv::kErrorInvalidArgument;
   if (card->spec.value("lost", false)) return nv::kErrorGpuIsLost;
   const unsigned long long mib = 1024ull * 1024ull;
-  memory->total = (card->spec.value("memory_mib", 0ull) - card->spec.value("reserved_mib", 0ull)) * mib;
+  memory->total =
+      (card->spec.value("memory_mib", 0ull) - card->spec.value("reserved_mib", 0ull)) * mib;
   memory->used = card->spec.value("used_mib", 0ull) * mib;
   memory->free = memory->total - memory->used;
   return nv::kSuccess;
@@ -392,7 +406,7 @@ EXPORT nv::Return FN(DeviceGetPowerUsage)(nv::Device device, unsigned* milliwatt
 }
 
 EXPORT nv::Return FN(DeviceGetComputeRunningProcesses_v3)(nv::Device device, unsigned* count,
-                                                         nv::ProcessInfo* infos) {
+                                                          nv::ProcessInfo* infos) {
   GUARD("DeviceGetComputeRunningProcesses");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
@@ -474,8 +488,8 @@ EXPORT nv::Return FN(DeviceGetGpuInstanceProfileInfoV)(nv::Device device, unsign
 }
 
 EXPORT nv::Return FN(DeviceGetGpuInstancePossiblePlacements)(nv::Device device, unsigned id,
-                                                                nv::GpuInstancePlacement* out,
-                                                                unsigned* count) {
+                                                             nv::GpuInstancePlacement* out,
+                                                             unsigned* count) {
   GUARD("DeviceGetGpuInstancePossiblePlacements");
   Card* card = CardOf(device);
   if (card == nullptr || card->mig_current != 1) return nv::kErrorNotSupported;
@@ -488,7 +502,8 @@ EXPORT nv::Return FN(DeviceGetGpuInstancePossiblePlacements)(nv::Device device, 
   }
   if (*count < placements.size()) return nv::kErrorInsufficientSize;
   *count = static_cast<unsigned>(placements.size());
-  for (size_t i = 0; i < placements.size(); ++i) out[i] = {placements[i].first, placements[i].second};
+  for (size_t i = 0; i < placements.size(); ++i)
+    out[i] = {placements[i].first, placements[i].second};
   return nv::kSuccess;
 }
 
@@ -539,7 +554,8 @@ EXPORT nv::Return FN(GpuInstanceDestroy)(nv::GpuInstance instance) {
 }
 
 EXPORT nv::Return FN(GpuInstanceGetComputeInstanceProfileInfo)(
-    nv::GpuInstance instance, unsigned index, unsigned engine, nv::ComputeInstanceProfileInfo* info) {
+    nv::GpuInstance instance, unsigned index, unsigned engine,
+    nv::ComputeInstanceProfileInfo* info) {
   GUARD("GpuInstanceGetComputeInstanceProfileInfo");
   auto* gi = static_cast<Gi*>(instance);
   if (gi == nullptr || engine != nv::kComputeEngineShared) return nv::kErrorInvalidArgument;
@@ -560,7 +576,8 @@ EXPORT nv::Return FN(GpuInstanceCreateComputeInstance)(nv::GpuInstance instance,
   if (gi == nullptr || id >= std::size(kCiSlices)) return nv::kErrorInvalidArgument;
   unsigned used = 0;
   for (const Ci& ci : gi->cis) used += kCiSlices[ci.profile];
-  if (used + kCiSlices[id] > gi->profile.value("slices", 0u)) return nv::kErrorInsufficientResources;
+  if (used + kCiSlices[id] > gi->profile.value("slices", 0u))
+    return nv::kErrorInsufficientResources;
   unsigned ci_id = 0;
   while (std::any_of(gi->cis.begin(), gi->cis.end(), [&](const Ci& c) { return c.id == ci_id; })) {
     ++ci_id;

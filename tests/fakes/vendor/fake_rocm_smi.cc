@@ -42,9 +42,9 @@ uint64_t BdfId(const std::string& bus) {
 
 }  // namespace
 
-#define GUARD(function)                                          \
-  std::lock_guard<std::mutex> lock(g.mu);                        \
-  if (g.init_count == 0) return kInitError;                      \
+#define GUARD(function)                     \
+  std::lock_guard<std::mutex> lock(g.mu);   \
+  if (g.init_count == 0) return kInitError; \
   if (rs::Status injected = g.injector.Check(function)) return injected
 
 EXPORT rs::Status rsmi_init(uint64_t) {
@@ -68,11 +68,21 @@ EXPORT rs::Status rsmi_shut_down() {
 
 EXPORT rs::Status rsmi_status_string(rs::Status status, const char** text) {
   switch (status) {
-    case 0: *text = "RSMI_STATUS_SUCCESS: The function has been executed successfully."; break;
-    case 2: *text = "RSMI_STATUS_NOT_SUPPORTED: This function is not supported"; break;
-    case 8: *text = "RSMI_STATUS_INIT_ERROR: An error occurred during initialization"; break;
-    case 10: *text = "RSMI_STATUS_NOT_FOUND: An item was searched for but not found"; break;
-    default: *text = "RSMI_STATUS_UNKNOWN_ERROR: An unknown error occurred"; break;
+    case 0:
+      *text = "RSMI_STATUS_SUCCESS: The function has been executed successfully.";
+      break;
+    case 2:
+      *text = "RSMI_STATUS_NOT_SUPPORTED: This function is not supported";
+      break;
+    case 8:
+      *text = "RSMI_STATUS_INIT_ERROR: An error occurred during initialization";
+      break;
+    case 10:
+      *text = "RSMI_STATUS_NOT_FOUND: An item was searched for but not found";
+      break;
+    default:
+      *text = "RSMI_STATUS_UNKNOWN_ERROR: An unknown error occurred";
+      break;
   }
   return rs::kSuccess;
 }

@@ -47,7 +47,7 @@ struct Memory {  // nvmlMemory_t, bytes
   unsigned long long used;
 };
 
-struct MemoryV2 {  // nvmlMemory_v2_t: `total` is the physical size, reserved memory included
+struct MemoryV2 {        // nvmlMemory_v2_t: `total` is the physical size, reserved memory included
   unsigned int version;  // sizeof | 2 << 24
   unsigned long long total;
   unsigned long long reserved;
@@ -134,9 +134,10 @@ struct ComputeInstanceProfileInfo {  // nvmlComputeInstanceProfileInfo_t
   unsigned int shared_ofa_count;
 };
 
-inline constexpr unsigned int kTemperatureGpu = 0;     // NVML_TEMPERATURE_GPU
-inline constexpr unsigned int kMigEnable = 1;          // NVML_DEVICE_MIG_ENABLE
-inline constexpr unsigned int kComputeEngineShared = 0;  // NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+inline constexpr unsigned int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+inline constexpr unsigned int kMigEnable = 1;       // NVML_DEVICE_MIG_ENABLE
+inline constexpr unsigned int kComputeEngineShared =
+    0;  // NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
 inline constexpr unsigned int kNoInstance = 0xFFFFFFFFu;
 
 // One resolved function table. Required functions are checked by Resolve; optional ones may be
@@ -172,8 +173,7 @@ struct Api {
                                                  GpuInstanceProfileInfo*) = nullptr;
   Return (*device_get_gpu_instance_profile_info_v)(Device, unsigned int,
                                                    GpuInstanceProfileInfoV2*) = nullptr;
-  Return (*device_get_gpu_instance_possible_placements)(Device, unsigned int,
-                                                        GpuInstancePlacement*,
+  Return (*device_get_gpu_instance_possible_placements)(Device, unsigned int, GpuInstancePlacement*,
                                                         unsigned int*) = nullptr;
   Return (*device_create_gpu_instance_with_placement)(Device, unsigned int,
                                                       const GpuInstancePlacement*,
@@ -197,8 +197,7 @@ struct Api {
 
 // Resolves every function under `prefix` ("nvml", "hgml"), preferring the newest versioned name.
 // Returns false and names the first missing required function in `missing`.
-bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api,
-             std::string* missing);
+bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api, std::string* missing);
 
 }  // namespace gpustack::support::nvml
 

@@ -20,17 +20,17 @@
 namespace gpustack::support {
 
 struct NvmlFamilyTraits {
-  std::string manufacturer;  // "nvidia": also the partition table key
-  std::string prefix;        // "nvml" or "hgml"
+  std::string manufacturer;              // "nvidia": also the partition table key
+  std::string prefix;                    // "nvml" or "hgml"
   std::vector<uint16_t> pci_vendor_ids;  // a node without them needs no library
-  std::string library_env;   // "GPUSTACK_NVIDIA_LIBRARY"
+  std::string library_env;               // "GPUSTACK_NVIDIA_LIBRARY"
   std::vector<std::string> library_candidates;
   std::vector<std::string> preload_candidates;  // opened first, best effort (T-Head's libuki)
   std::string install_hint;                     // appended to "library not found" errors
   uint32_t logical_slice_count = 0;             // per card, when not partitioned
   bool cores_percentage_overcommit = false;
-  bool partitions = false;            // query and drive MIG through the library
-  unsigned profile_probe_count = 0;   // profile indexes to probe (ids may be sparse)
+  bool partitions = false;           // query and drive MIG through the library
+  unsigned profile_probe_count = 0;  // profile indexes to probe (ids may be sparse)
   // /dev node number from the driver's minor: NVIDIA and Iluvatar use it as is; T-Head's card
   // node is the minor minus one.
   int minor_offset = 0;

@@ -15,8 +15,8 @@
 namespace gpustack::support {
 
 struct OwnershipRecord {
-  std::string card_id;     // the parent card's UUID
-  uint32_t instance = 0;   // the vendor's instance id on that card (GPU instance id)
+  std::string card_id;    // the parent card's UUID
+  uint32_t instance = 0;  // the vendor's instance id on that card (GPU instance id)
   // What was created: a partition is ours only if all of these still match, so an id the
   // driver reuses for an administrator's partition is not mistaken for ours.
   std::string partition_id;  // the instance's own id (MIG-<uuid>), new on every creation
