@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "host/common/logging.h"
@@ -67,6 +68,18 @@ bool ResolveNodeFlags(NodeFlags& flags) {
 // Vendor libraries name devices; a name that is not valid UTF-8 must not abort the output.
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 
+// The node's running plugins after one discovery pass; nullopt (the reason printed) on bad input.
+std::optional<dm::NodeSession> OpenAndDiscover(NodeFlags& flags) {
+  if (!ResolveNodeFlags(flags)) return std::nullopt;
+  auto session = dm::OpenNode(flags.options);
+  if (!session) {
+    std::cerr << "error: " << session.error() << "\n";
+    return std::nullopt;
+  }
+  dm::DiscoverAll(*session, flags.options);
+  return std::move(session).value();
+}
+
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 
@@ -90,13 +103,8 @@ int RunDetect(NodeFlags& flags, const std::string& output) {
 
 int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int count,
                bool processes) {
-  if (!ResolveNodeFlags(flags)) return 2;
-  auto session = dm::OpenNode(flags.options);
-  if (!session) {
-    std::cerr << "error: " << session.error() << "\n";
-    return 2;
-  }
-  dm::DiscoverAll(*session, flags.options);
+  auto session = OpenAndDiscover(flags);
+  if (!session) return 2;
   for (const dm::PluginReport& p : session->report.plugins) {
     if (!p.enabled) continue;
     if (!p.load_error.empty()) std::cerr << "warning: " << p.name << ": " << p.load_error << "\n";
@@ -133,13 +141,8 @@ int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int
 
 int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
                  const std::string& output) {
-  if (!ResolveNodeFlags(flags)) return 2;
-  auto session = dm::OpenNode(flags.options);
-  if (!session) {
-    std::cerr << "error: " << session.error() << "\n";
-    return 2;
-  }
-  dm::DiscoverAll(*session, flags.options);
+  auto session = OpenAndDiscover(flags);
+  if (!session) return 2;
   const auto checks = dm::RunPreflight(*session, preflight);
   if (output == "json") {
     std::cout << dm::ToJson(checks).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";

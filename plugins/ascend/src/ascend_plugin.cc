@@ -135,22 +135,8 @@ class AscendPlugin final : public sdk::Plugin {
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
     if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-    if (npus_.empty()) {
-      support::DiscardingSink discard;
-      Discover(discard.sink());
-    }
-    for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(npus_.begin(), npus_.end(),
-                       [&](const Npu& n) { return n.uuid == wanted; })) {
-        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
-      }
-    }
-    for (const Npu& npu : npus_) {
-      if (!request.accelerator_ids.empty() &&
-          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), npu.uuid) ==
-              request.accelerator_ids.end()) {
-        continue;
-      }
+    for (const Npu* npu_ptr : support::CardsFor(*this, npus_, request.accelerator_ids)) {
+      const Npu& npu = *npu_ptr;
       sdk::DeviceSample s;
       s.accelerator_id = npu.uuid;
       s.timestamp_ns = host_.NowNs();
@@ -207,13 +193,7 @@ class AscendPlugin final : public sdk::Plugin {
 
   bool EnsureLoaded() {
     if (initialized_) return true;
-    if (!resolved_) {
-      const support::VendorLibrary* lib = library_.Open();
-      if (lib == nullptr) return false;
-      std::string missing;
-      if (!dc::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
-      resolved_ = true;
-    }
+    if (!library_.Bind(&api_, &dc::Resolve)) return false;
     if (const int r = api_.init(); r != dc::kOk) {
       throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE,
                        "DCMI: initialization failed: error " + std::to_string(r));
@@ -277,7 +257,6 @@ class AscendPlugin final : public sdk::Plugin {
   sdk::Host host_;
   support::PluginLibrary library_;
   dc::Api api_{};
-  bool resolved_ = false;
   bool initialized_ = false;
   std::vector<Npu> npus_;
 };

@@ -98,36 +98,30 @@ struct Api {
 };
 
 inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  bool ok = true;
-  auto get = [&](auto* slot, const char* name, bool required) {
-    *slot = lib.Find<std::remove_reference_t<decltype(*slot)>>({name});
-    if (*slot == nullptr && required) {
-      if (missing->empty()) *missing = name;
-      ok = false;
-    }
-  };
-  get(&api->init, "dcmi_init", true);
-  get(&api->get_card_list, "dcmi_get_card_list", true);
-  get(&api->get_device_num_in_card, "dcmi_get_device_num_in_card", true);
-  get(&api->get_device_logic_id, "dcmi_get_device_logic_id", true);
-  get(&api->get_device_phyid_from_logicid, "dcmi_get_device_phyid_from_logicid", true);
-  get(&api->get_device_chip_info, "dcmi_get_device_chip_info", true);
-  get(&api->get_device_die_v2, "dcmi_get_device_die_v2", true);
-  get(&api->get_device_pcie_info_v2, "dcmi_get_device_pcie_info_v2", false);
-  get(&api->get_device_pcie_info, "dcmi_get_device_pcie_info", false);
-  get(&api->get_device_hbm_info, "dcmi_get_device_hbm_info", false);
-  get(&api->get_device_memory_info_v3, "dcmi_get_device_memory_info_v3", false);
-  get(&api->get_device_utilization_rate, "dcmi_get_device_utilization_rate", false);
-  get(&api->get_device_temperature, "dcmi_get_device_temperature", false);
-  get(&api->get_device_power_info, "dcmi_get_device_power_info", false);
-  get(&api->get_device_health, "dcmi_get_device_health", false);
-  get(&api->get_driver_version, "dcmi_get_driver_version", false);
-  get(&api->get_device_resource_info, "dcmi_get_device_resource_info", false);
-  if (ok && api->get_device_pcie_info_v2 == nullptr && api->get_device_pcie_info == nullptr) {
+  support::SymbolBinder bind(lib);
+  bind.Required(&api->init, "dcmi_init");
+  bind.Required(&api->get_card_list, "dcmi_get_card_list");
+  bind.Required(&api->get_device_num_in_card, "dcmi_get_device_num_in_card");
+  bind.Required(&api->get_device_logic_id, "dcmi_get_device_logic_id");
+  bind.Required(&api->get_device_phyid_from_logicid, "dcmi_get_device_phyid_from_logicid");
+  bind.Required(&api->get_device_chip_info, "dcmi_get_device_chip_info");
+  bind.Required(&api->get_device_die_v2, "dcmi_get_device_die_v2");
+  bind.Optional(&api->get_device_pcie_info_v2, "dcmi_get_device_pcie_info_v2");
+  bind.Optional(&api->get_device_pcie_info, "dcmi_get_device_pcie_info");
+  bind.Optional(&api->get_device_hbm_info, "dcmi_get_device_hbm_info");
+  bind.Optional(&api->get_device_memory_info_v3, "dcmi_get_device_memory_info_v3");
+  bind.Optional(&api->get_device_utilization_rate, "dcmi_get_device_utilization_rate");
+  bind.Optional(&api->get_device_temperature, "dcmi_get_device_temperature");
+  bind.Optional(&api->get_device_power_info, "dcmi_get_device_power_info");
+  bind.Optional(&api->get_device_health, "dcmi_get_device_health");
+  bind.Optional(&api->get_driver_version, "dcmi_get_driver_version");
+  bind.Optional(&api->get_device_resource_info, "dcmi_get_device_resource_info");
+  if (!bind.Finish(missing)) return false;
+  if (api->get_device_pcie_info_v2 == nullptr && api->get_device_pcie_info == nullptr) {
     *missing = "dcmi_get_device_pcie_info_v2";
-    ok = false;
+    return false;
   }
-  return ok;
+  return true;
 }
 
 }  // namespace gpustack::ascend::dcmi

@@ -125,22 +125,8 @@ class CambriconPlugin final : public sdk::Plugin {
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
     if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-    if (cards_.empty()) {
-      support::DiscardingSink discard;
-      Discover(discard.sink());
-    }
-    for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(),
-                       [&](const Card& c) { return c.uuid == wanted; })) {
-        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
-      }
-    }
-    for (const Card& card : cards_) {
-      if (!request.accelerator_ids.empty() &&
-          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
-              request.accelerator_ids.end()) {
-        continue;
-      }
+    for (const Card* card_ptr : support::CardsFor(*this, cards_, request.accelerator_ids)) {
+      const Card& card = *card_ptr;
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
@@ -202,13 +188,7 @@ class CambriconPlugin final : public sdk::Plugin {
 
   bool EnsureLoaded() {
     if (initialized_) return true;
-    if (!resolved_) {
-      const support::VendorLibrary* lib = library_.Open();
-      if (lib == nullptr) return false;
-      std::string missing;
-      if (!cn::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
-      resolved_ = true;
-    }
+    if (!library_.Bind(&api_, &cn::Resolve)) return false;
     if (const cn::Return r = api_.init(0); r != cn::kSuccess) {
       throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "CNDev: initialization failed: " + Text(r));
     }
@@ -216,8 +196,8 @@ class CambriconPlugin final : public sdk::Plugin {
     return true;
   }
   std::string Text(cn::Return r) const {
-    const char* text = api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr;
-    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+    return support::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
+                              static_cast<int>(r));
   }
   void Check(cn::Return r, const std::string& what) const {
     if (r != cn::kSuccess)
@@ -235,7 +215,6 @@ class CambriconPlugin final : public sdk::Plugin {
   sdk::Host host_;
   support::PluginLibrary library_;
   cn::Api api_{};
-  bool resolved_ = false;
   bool initialized_ = false;
   std::vector<Card> cards_;
 };

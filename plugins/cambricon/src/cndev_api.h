@@ -129,31 +129,24 @@ struct Api {
 };
 
 inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  bool ok = true;
-  auto get = [&](auto* slot, const char* name, bool required) {
-    *slot = lib.Find<std::remove_reference_t<decltype(*slot)>>({name});
-    if (*slot == nullptr && required) {
-      if (missing->empty()) *missing = name;
-      ok = false;
-    }
-  };
-  get(&api->init, "cndevInit", true);
-  get(&api->release, "cndevRelease", true);
-  get(&api->get_device_count, "cndevGetDeviceCount", true);
-  get(&api->get_uuid, "cndevGetUUID", true);
-  get(&api->get_pcie_info_v2, "cndevGetPCIeInfoV2", true);
-  get(&api->get_memory_usage_v2, "cndevGetMemoryUsageV2", true);
-  get(&api->get_error_string, "cndevGetErrorString", false);
-  get(&api->get_device_handle_by_index, "cndevGetDeviceHandleByIndex", false);
-  get(&api->get_card_name_string_by_dev_id, "cndevGetCardNameStringByDevId", false);
-  get(&api->get_core_count, "cndevGetCoreCount", false);
-  get(&api->get_version_info, "cndevGetVersionInfo", false);
-  get(&api->get_card_health_state, "cndevGetCardHealthState", false);
-  get(&api->get_device_utilization_info, "cndevGetDeviceUtilizationInfo", false);
-  get(&api->get_temperature_info, "cndevGetTemperatureInfo", false);
-  get(&api->get_device_power_info, "cndevGetDevicePowerInfo", false);
-  get(&api->get_process_info, "cndevGetProcessInfo", false);
-  return ok;
+  support::SymbolBinder bind(lib);
+  bind.Required(&api->init, "cndevInit");
+  bind.Required(&api->release, "cndevRelease");
+  bind.Required(&api->get_device_count, "cndevGetDeviceCount");
+  bind.Required(&api->get_uuid, "cndevGetUUID");
+  bind.Required(&api->get_pcie_info_v2, "cndevGetPCIeInfoV2");
+  bind.Required(&api->get_memory_usage_v2, "cndevGetMemoryUsageV2");
+  bind.Optional(&api->get_error_string, "cndevGetErrorString");
+  bind.Optional(&api->get_device_handle_by_index, "cndevGetDeviceHandleByIndex");
+  bind.Optional(&api->get_card_name_string_by_dev_id, "cndevGetCardNameStringByDevId");
+  bind.Optional(&api->get_core_count, "cndevGetCoreCount");
+  bind.Optional(&api->get_version_info, "cndevGetVersionInfo");
+  bind.Optional(&api->get_card_health_state, "cndevGetCardHealthState");
+  bind.Optional(&api->get_device_utilization_info, "cndevGetDeviceUtilizationInfo");
+  bind.Optional(&api->get_temperature_info, "cndevGetTemperatureInfo");
+  bind.Optional(&api->get_device_power_info, "cndevGetDevicePowerInfo");
+  bind.Optional(&api->get_process_info, "cndevGetProcessInfo");
+  return bind.Finish(missing);
 }
 
 }  // namespace gpustack::cambricon::cndev

@@ -115,22 +115,8 @@ class MetaxPlugin final : public sdk::Plugin {
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
     if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-    if (cards_.empty()) {
-      support::DiscardingSink discard;
-      Discover(discard.sink());
-    }
-    for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(),
-                       [&](const Card& c) { return c.uuid == wanted; })) {
-        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
-      }
-    }
-    for (const Card& card : cards_) {
-      if (!request.accelerator_ids.empty() &&
-          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
-              request.accelerator_ids.end()) {
-        continue;
-      }
+    for (const Card* card_ptr : support::CardsFor(*this, cards_, request.accelerator_ids)) {
+      const Card& card = *card_ptr;
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
@@ -193,13 +179,7 @@ class MetaxPlugin final : public sdk::Plugin {
 
   bool EnsureLoaded() {
     if (initialized_) return true;
-    if (!resolved_) {
-      const support::VendorLibrary* lib = library_.Open();
-      if (lib == nullptr) return false;
-      std::string missing;
-      if (!mx::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
-      resolved_ = true;
-    }
+    if (!library_.Bind(&api_, &mx::Resolve)) return false;
     if (const mx::Return r = api_.init(); r != mx::kSuccess) {
       throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "mxSml: initialization failed: " + Text(r));
     }
@@ -207,8 +187,8 @@ class MetaxPlugin final : public sdk::Plugin {
     return true;
   }
   std::string Text(mx::Return r) const {
-    const char* text = api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr;
-    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+    return support::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
+                              static_cast<int>(r));
   }
   void Check(mx::Return r, const std::string& what) const {
     if (r != mx::kSuccess)
@@ -218,7 +198,6 @@ class MetaxPlugin final : public sdk::Plugin {
   sdk::Host host_;
   support::PluginLibrary library_;
   mx::Api api_{};
-  bool resolved_ = false;
   bool initialized_ = false;
   std::vector<Card> cards_;
 };

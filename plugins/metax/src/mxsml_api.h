@@ -75,27 +75,20 @@ struct Api {
 };
 
 inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  bool ok = true;
-  auto get = [&](auto* slot, const char* name, bool required) {
-    *slot = lib.Find<std::remove_reference_t<decltype(*slot)>>({name});
-    if (*slot == nullptr && required) {
-      if (missing->empty()) *missing = name;
-      ok = false;
-    }
-  };
-  get(&api->init, "mxSmlInit", true);
-  get(&api->get_device_count, "mxSmlGetDeviceCount", true);
-  get(&api->get_device_info, "mxSmlGetDeviceInfo", true);
-  get(&api->get_memory_info, "mxSmlGetMemoryInfo", true);
-  get(&api->shutdown, "mxSmlShutdown", false);
-  get(&api->get_error_string, "mxSmlGetErrorString", false);
-  get(&api->get_device_ip_usage, "mxSmlGetDeviceIpUsage", false);
-  get(&api->get_temperature_info, "mxSmlGetTemperatureInfo", false);
-  get(&api->get_board_power_info, "mxSmlGetBoardPowerInfo", false);
-  get(&api->get_device_version, "mxSmlGetDeviceVersion", false);
-  get(&api->get_maca_version, "mxSmlGetMacaVersion", false);
-  get(&api->get_single_gpu_process, "mxSmlGetSingleGpuProcess", false);
-  return ok;
+  support::SymbolBinder bind(lib);
+  bind.Required(&api->init, "mxSmlInit");
+  bind.Required(&api->get_device_count, "mxSmlGetDeviceCount");
+  bind.Required(&api->get_device_info, "mxSmlGetDeviceInfo");
+  bind.Required(&api->get_memory_info, "mxSmlGetMemoryInfo");
+  bind.Optional(&api->shutdown, "mxSmlShutdown");
+  bind.Optional(&api->get_error_string, "mxSmlGetErrorString");
+  bind.Optional(&api->get_device_ip_usage, "mxSmlGetDeviceIpUsage");
+  bind.Optional(&api->get_temperature_info, "mxSmlGetTemperatureInfo");
+  bind.Optional(&api->get_board_power_info, "mxSmlGetBoardPowerInfo");
+  bind.Optional(&api->get_device_version, "mxSmlGetDeviceVersion");
+  bind.Optional(&api->get_maca_version, "mxSmlGetMacaVersion");
+  bind.Optional(&api->get_single_gpu_process, "mxSmlGetSingleGpuProcess");
+  return bind.Finish(missing);
 }
 
 }  // namespace gpustack::metax::mxsml

@@ -140,22 +140,8 @@ class MthreadsPlugin final : public sdk::Plugin {
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
     if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-    if (cards_.empty()) {
-      support::DiscardingSink discard;
-      Discover(discard.sink());
-    }
-    for (const std::string& wanted : request.accelerator_ids) {
-      if (std::none_of(cards_.begin(), cards_.end(),
-                       [&](const Card& c) { return c.uuid == wanted; })) {
-        throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + wanted + " on this node");
-      }
-    }
-    for (const Card& card : cards_) {
-      if (!request.accelerator_ids.empty() &&
-          std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), card.uuid) ==
-              request.accelerator_ids.end()) {
-        continue;
-      }
+    for (const Card* card_ptr : support::CardsFor(*this, cards_, request.accelerator_ids)) {
+      const Card& card = *card_ptr;
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
@@ -202,13 +188,7 @@ class MthreadsPlugin final : public sdk::Plugin {
 
   bool EnsureLoaded() {
     if (library_handle_ != nullptr) return true;
-    if (!resolved_) {
-      const support::VendorLibrary* lib = library_.Open();
-      if (lib == nullptr) return false;
-      std::string missing;
-      if (!mt::Resolve(*lib, &api_, &missing)) library_.Reject(missing);
-      resolved_ = true;
-    }
+    if (!library_.Bind(&api_, &mt::Resolve)) return false;
     mt::Library* handle = nullptr;
     if (const mt::Return r = api_.library_init(&handle); r != mt::kSuccess) {
       throw sdk::Error(GPUSTACK_STATUS_UNAVAILABLE, "MTML: initialization failed: " + Text(r));
@@ -217,8 +197,8 @@ class MthreadsPlugin final : public sdk::Plugin {
     return true;
   }
   std::string Text(mt::Return r) const {
-    const char* text = api_.error_string != nullptr ? api_.error_string(r) : nullptr;
-    return std::string(text != nullptr ? text : "error") + " (" + std::to_string(r) + ")";
+    return support::ErrorText(api_.error_string != nullptr ? api_.error_string(r) : nullptr,
+                              static_cast<int>(r));
   }
   void Check(mt::Return r, const std::string& what) const {
     if (r != mt::kSuccess)
@@ -228,7 +208,6 @@ class MthreadsPlugin final : public sdk::Plugin {
   sdk::Host host_;
   support::PluginLibrary library_;
   mt::Api api_{};
-  bool resolved_ = false;
   mt::Library* library_handle_ = nullptr;
   std::vector<Card> cards_;
 };

@@ -66,35 +66,28 @@ struct Api {
 };
 
 inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  bool ok = true;
-  auto get = [&](auto* slot, const char* name, bool required) {
-    *slot = lib.Find<std::remove_reference_t<decltype(*slot)>>({name});
-    if (*slot == nullptr && required) {
-      if (missing->empty()) *missing = name;
-      ok = false;
-    }
-  };
-  get(&api->library_init, "mtmlLibraryInit", true);
-  get(&api->library_shut_down, "mtmlLibraryShutDown", true);
-  get(&api->library_count_device, "mtmlLibraryCountDevice", true);
-  get(&api->library_init_device_by_index, "mtmlLibraryInitDeviceByIndex", true);
-  get(&api->device_get_uuid, "mtmlDeviceGetUUID", true);
-  get(&api->device_get_name, "mtmlDeviceGetName", true);
-  get(&api->device_get_pci_info, "mtmlDeviceGetPciInfo", true);
-  get(&api->device_get_gpu_path, "mtmlDeviceGetGpuPath", true);
-  get(&api->device_init_memory, "mtmlDeviceInitMemory", true);
-  get(&api->memory_get_total, "mtmlMemoryGetTotal", true);
-  get(&api->error_string, "mtmlErrorString", false);
-  get(&api->library_init_system, "mtmlLibraryInitSystem", false);
-  get(&api->system_get_driver_version, "mtmlSystemGetDriverVersion", false);
-  get(&api->device_count_gpu_cores, "mtmlDeviceCountGpuCores", false);
-  get(&api->device_get_power_usage, "mtmlDeviceGetPowerUsage", false);
-  get(&api->memory_get_used, "mtmlMemoryGetUsed", false);
-  get(&api->device_init_gpu, "mtmlDeviceInitGpu", false);
-  get(&api->gpu_get_utilization, "mtmlGpuGetUtilization", false);
-  get(&api->gpu_get_temperature, "mtmlGpuGetTemperature", false);
-  get(&api->device_get_mpc_mode, "mtmlDeviceGetMpcMode", false);
-  return ok;
+  support::SymbolBinder bind(lib);
+  bind.Required(&api->library_init, "mtmlLibraryInit");
+  bind.Required(&api->library_shut_down, "mtmlLibraryShutDown");
+  bind.Required(&api->library_count_device, "mtmlLibraryCountDevice");
+  bind.Required(&api->library_init_device_by_index, "mtmlLibraryInitDeviceByIndex");
+  bind.Required(&api->device_get_uuid, "mtmlDeviceGetUUID");
+  bind.Required(&api->device_get_name, "mtmlDeviceGetName");
+  bind.Required(&api->device_get_pci_info, "mtmlDeviceGetPciInfo");
+  bind.Required(&api->device_get_gpu_path, "mtmlDeviceGetGpuPath");
+  bind.Required(&api->device_init_memory, "mtmlDeviceInitMemory");
+  bind.Required(&api->memory_get_total, "mtmlMemoryGetTotal");
+  bind.Optional(&api->error_string, "mtmlErrorString");
+  bind.Optional(&api->library_init_system, "mtmlLibraryInitSystem");
+  bind.Optional(&api->system_get_driver_version, "mtmlSystemGetDriverVersion");
+  bind.Optional(&api->device_count_gpu_cores, "mtmlDeviceCountGpuCores");
+  bind.Optional(&api->device_get_power_usage, "mtmlDeviceGetPowerUsage");
+  bind.Optional(&api->memory_get_used, "mtmlMemoryGetUsed");
+  bind.Optional(&api->device_init_gpu, "mtmlDeviceInitGpu");
+  bind.Optional(&api->gpu_get_utilization, "mtmlGpuGetUtilization");
+  bind.Optional(&api->gpu_get_temperature, "mtmlGpuGetTemperature");
+  bind.Optional(&api->device_get_mpc_mode, "mtmlDeviceGetMpcMode");
+  return bind.Finish(missing);
 }
 
 }  // namespace gpustack::mthreads::mtml

@@ -78,9 +78,7 @@ NvmlFamilyPlugin::~NvmlFamilyPlugin() {
 }
 
 std::string NvmlFamilyPlugin::ErrorText(nvml::Return r) const {
-  const char* text = api_.error_string != nullptr ? api_.error_string(r) : nullptr;
-  return (text != nullptr ? std::string(text) : std::string("error")) + " (" + std::to_string(r) +
-         ")";
+  return support::ErrorText(api_.error_string != nullptr ? api_.error_string(r) : nullptr, r);
 }
 
 void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml::Return r) const {
@@ -91,13 +89,11 @@ void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml:
 // with what to fix, never a crash. Init is retried on the next call after a failure.
 bool NvmlFamilyPlugin::EnsureLoaded() {
   if (initialized_) return true;
-  if (!resolved_) {
-    const VendorLibrary* library = library_.Open();
-    if (library == nullptr) return false;
-    std::string missing;
-    if (!nvml::Resolve(*library, traits_.prefix, &api_, &missing)) library_.Reject(missing);
-    resolved_ = true;
-  }
+  const bool bound = library_.Bind(
+      &api_, [this](const VendorLibrary& library, nvml::Api* api, std::string* missing) {
+        return nvml::Resolve(library, traits_.prefix, api, missing);
+      });
+  if (!bound) return false;
   if (const nvml::Return r = api_.init(); r != nvml::kSuccess) {
     Fail(GPUSTACK_STATUS_UNAVAILABLE, "initialization failed", r);
   }

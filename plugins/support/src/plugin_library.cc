@@ -33,4 +33,8 @@ void PluginLibrary::Reject(const std::string& missing) {
                    path + " lacks " + missing + ": the driver is too old or not this vendor's");
 }
 
+std::string ErrorText(const char* text, int code) {
+  return std::string(text != nullptr ? text : "error") + " (" + std::to_string(code) + ")";
+}
+
 }  // namespace gpustack::support

@@ -80,13 +80,7 @@ void RocmFamilyPlugin::Fail(const std::string& what, rsmi::Status status) const 
 
 bool RocmFamilyPlugin::EnsureLoaded() {
   if (initialized_) return true;
-  if (!resolved_) {
-    const VendorLibrary* library = library_.Open();
-    if (library == nullptr) return false;
-    std::string missing;
-    if (!rsmi::Resolve(*library, &api_, &missing)) library_.Reject(missing);
-    resolved_ = true;
-  }
+  if (!library_.Bind(&api_, &rsmi::Resolve)) return false;
   if (const rsmi::Status s = api_.init(0); s != rsmi::kSuccess) {
     try {
       Fail("initialization failed", s);

@@ -6,6 +6,7 @@
 
 #include <gpustack/plugin.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +45,30 @@ class DiscardingSink {
   gpustack_discovery_sink raw_;
   sdk::DiscoverySink sink_;
 };
+
+// The cards a metrics request names, in discovery order (every card when it names none),
+// discovering first if the plugin has not yet; NOT_FOUND names an id the node does not have.
+// `Card` has a `uuid`; `cards` is the plugin's own list, which its Discover refreshes.
+template <class Card>
+std::vector<const Card*> CardsFor(sdk::Plugin& plugin, const std::vector<Card>& cards,
+                                  const std::vector<std::string>& ids) {
+  if (cards.empty()) {
+    DiscardingSink discard;
+    plugin.Discover(discard.sink());
+  }
+  std::vector<const Card*> out;
+  for (const Card& card : cards) {
+    if (ids.empty() || std::find(ids.begin(), ids.end(), card.uuid) != ids.end()) {
+      out.push_back(&card);
+    }
+  }
+  for (const std::string& id : ids) {
+    if (std::none_of(out.begin(), out.end(), [&](const Card* c) { return c->uuid == id; })) {
+      throw sdk::Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + id + " on this node");
+    }
+  }
+  return out;
+}
 
 }  // namespace gpustack::support
 

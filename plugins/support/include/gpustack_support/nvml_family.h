@@ -83,7 +83,6 @@ class NvmlFamilyPlugin : public sdk::Plugin {
   sdk::Host host_;
   NvmlFamilyTraits traits_;
   PluginLibrary library_;
-  bool resolved_ = false;
   nvml::Api api_{};
   bool initialized_ = false;
   std::vector<Card> cards_;  // from the last discovery, in enumeration order

@@ -35,12 +35,30 @@ class PluginLibrary {
   // throw UNAVAILABLE naming the file and what it lacks.
   [[noreturn]] void Reject(const std::string& missing);
 
+  // Opens the library and binds its function table with `resolve`, once. False when the library
+  // is missing on a node without the vendor's devices; throws as Open and Reject do.
+  // `resolve(library, api, &missing)` fills the table and says whether it is complete.
+  template <class Api, class Resolve>
+  bool Bind(Api* api, Resolve resolve) {
+    if (bound_) return true;
+    const VendorLibrary* library = Open();
+    if (library == nullptr) return false;
+    std::string missing;
+    if (!resolve(*library, api, &missing)) Reject(missing);
+    bound_ = true;
+    return true;
+  }
+
  private:
   const sdk::Host& host_;
   LibraryRequirements requirements_;
   std::vector<std::unique_ptr<VendorLibrary>> preloaded_;
   std::unique_ptr<VendorLibrary> library_;
+  bool bound_ = false;
 };
+
+// "<vendor text> (<code>)", or "error (<code>)" when the library has no text for it.
+std::string ErrorText(const char* text, int code);
 
 }  // namespace gpustack::support
 

@@ -55,7 +55,6 @@ class RocmFamilyPlugin : public sdk::Plugin {
   sdk::Host host_;
   RocmFamilyTraits traits_;
   PluginLibrary library_;
-  bool resolved_ = false;
   bool initialized_ = false;
   rsmi::Api api_{};
   std::vector<Card> cards_;

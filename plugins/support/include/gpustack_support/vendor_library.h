@@ -49,6 +49,30 @@ class VendorLibrary {
   std::string path_;
 };
 
+// Resolves a library's functions into a table, remembering the first required one missing.
+class SymbolBinder {
+ public:
+  explicit SymbolBinder(const VendorLibrary& library) : library_(library) {}
+  template <class Fn>
+  void Required(Fn* slot, const char* name) {
+    *slot = library_.Find<Fn>({name});
+    if (*slot == nullptr && missing_.empty()) missing_ = name;
+  }
+  template <class Fn>
+  void Optional(Fn* slot, const char* name) {
+    *slot = library_.Find<Fn>({name});
+  }
+  // Fails when any required function was missing; `missing` then names the first.
+  bool Finish(std::string* missing) const {
+    if (!missing_.empty() && missing != nullptr) *missing = missing_;
+    return missing_.empty();
+  }
+
+ private:
+  const VendorLibrary& library_;
+  std::string missing_;
+};
+
 // Builds a search from the conventional override sources: `config_value` (plugin config
 // "library_path") wins over the environment variable `env_name`.
 LibrarySearch MakeSearch(std::optional<std::string_view> config_value, const char* env_name,
