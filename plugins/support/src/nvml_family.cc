@@ -422,24 +422,31 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
   }
 }
 
-std::string NvmlFamilyPlugin::MigDeviceUuid(const Card& card, unsigned instance_id) const {
+std::optional<std::string> NvmlFamilyPlugin::FindMigDeviceUuid(const Card& card,
+                                                               unsigned instance_id) const {
   unsigned max = 0;
-  if (api_.device_get_max_mig_device_count(card.handle, &max) == nvml::kSuccess) {
-    for (unsigned i = 0; i < max; ++i) {
-      nvml::Device mig = nullptr;
-      unsigned gi = 0;
-      if (api_.device_get_mig_device_handle_by_index(card.handle, i, &mig) != nvml::kSuccess ||
-          api_.device_get_gpu_instance_id(mig, &gi) != nvml::kSuccess || gi != instance_id) {
-        continue;
-      }
-      char uuid[96] = {};
-      if (api_.device_get_uuid(mig, uuid, sizeof uuid) == nvml::kSuccess) {
-        return Trimmed(uuid, sizeof uuid);
-      }
+  if (api_.device_get_max_mig_device_count(card.handle, &max) != nvml::kSuccess)
+    return std::nullopt;
+  for (unsigned i = 0; i < max; ++i) {
+    nvml::Device mig = nullptr;
+    unsigned gi = 0;
+    if (api_.device_get_mig_device_handle_by_index(card.handle, i, &mig) != nvml::kSuccess ||
+        api_.device_get_gpu_instance_id(mig, &gi) != nvml::kSuccess || gi != instance_id) {
+      continue;
+    }
+    char uuid[96] = {};
+    if (api_.device_get_uuid(mig, uuid, sizeof uuid) == nvml::kSuccess) {
+      return Trimmed(uuid, sizeof uuid);
     }
   }
-  // A GPU instance without a compute instance has no MIG device (and no UUID) yet.
-  return card.uuid + "/gi" + std::to_string(instance_id);
+  return std::nullopt;
+}
+
+std::string NvmlFamilyPlugin::MigDeviceUuid(const Card& card, unsigned instance_id) const {
+  // A GPU instance without a compute instance has no MIG device (and no UUID) yet; such a
+  // partition is never ours (ours always get one), so a stand-in id only names it.
+  return FindMigDeviceUuid(card, instance_id)
+      .value_or(card.uuid + "/gi" + std::to_string(instance_id));
 }
 
 std::vector<OwnershipRecord> NvmlFamilyPlugin::LoadOwners() const {
@@ -469,7 +476,8 @@ static bool Matches(const OwnershipRecord& o, const std::string& card, const sdk
          o.profile == p.profile && o.start == p.placement.start && o.length == p.placement.length;
 }
 
-std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& card) const {
+std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::ListInstances(
+    const Card& card) const {
   std::vector<LivePartition> out;
   for (const DriverProfile& d : card.profiles) {
     // The driver fills up to the profile's instance count; the buffer must hold that many.
@@ -477,8 +485,9 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
     std::vector<nvml::GpuInstance> instances(n);
     const nvml::Return r =
         api_.device_get_gpu_instances(card.handle, d.creation_id, instances.data(), &n);
-    if (r != nvml::kSuccess)
+    if (r != nvml::kSuccess) {
       Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": listing " + d.profile.name, r);
+    }
     for (unsigned i = 0; i < std::min<size_t>(n, instances.size()); ++i) {
       nvml::GpuInstanceInfo info{};
       if (const nvml::Return ir = api_.gpu_instance_get_info(instances[i], &info);
@@ -498,29 +507,34 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
   std::sort(out.begin(), out.end(), [](const LivePartition& a, const LivePartition& b) {
     return a.partition.placement.start < b.partition.placement.start;
   });
-  // Attach owners, and forget records of this card whose partition is gone (destroyed behind
-  // the plugin's back, or lost in a reset): they could only ever mislead.
-  std::vector<OwnershipRecord> owners = LoadOwners();
+  return out;
+}
+
+std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& card) const {
+  std::vector<LivePartition> out = ListInstances(card);
+  auto owned = [&](const OwnershipRecord& o, const std::vector<LivePartition>& live) {
+    return std::any_of(live.begin(), live.end(), [&](const LivePartition& l) {
+      return Matches(o, card.uuid, l.partition, l.instance_id);
+    });
+  };
+  const std::vector<OwnershipRecord> owners = LoadOwners();
   bool stale = false;
   for (const OwnershipRecord& o : owners) {
     if (o.card_id != card.uuid) continue;
-    auto live = std::find_if(out.begin(), out.end(), [&](const LivePartition& l) {
-      return Matches(o, card.uuid, l.partition, l.instance_id);
-    });
-    if (live == out.end()) {
-      stale = true;
-    } else {
-      live->partition.owner = o.owner;
+    for (LivePartition& l : out) {
+      if (Matches(o, card.uuid, l.partition, l.instance_id)) l.partition.owner = o.owner;
     }
+    stale = stale || !owned(o, out);
   }
   if (stale) {
+    // Forget records of this card whose partition is gone (destroyed behind the plugin's back,
+    // or lost in a reset): they could only ever mislead. Listed again under the lock, so a
+    // record another process has just written for its new partition is not taken for stale.
     try {
       owners_->Update([&](std::vector<OwnershipRecord>& records) {
+        const std::vector<LivePartition> now = ListInstances(card);
         std::erase_if(records, [&](const OwnershipRecord& o) {
-          return o.card_id == card.uuid &&
-                 std::none_of(out.begin(), out.end(), [&](const LivePartition& l) {
-                   return Matches(o, card.uuid, l.partition, l.instance_id);
-                 });
+          return o.card_id == card.uuid && !owned(o, now);
         });
       });
       host_.Log(GPUSTACK_LOG_INFO, card.uuid + ": dropped ownership records of partitions gone");
@@ -610,18 +624,27 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
     api_.gpu_instance_destroy(gi);
     Fail(GPUSTACK_STATUS_INTERNAL, card.uuid + ": creating the compute instance", r);
   }
-  const sdk::Partition made{card.uuid,
-                            MigDeviceUuid(card, info.id),
-                            request.profile,
-                            {info.placement.start, info.placement.size},
-                            request.owner};
+  auto undo = [&]() -> bool {
+    const nvml::Return rc = api_.compute_instance_destroy(ci);
+    const nvml::Return rg = rc == nvml::kSuccess ? api_.gpu_instance_destroy(gi) : rc;
+    if (rg != nvml::kSuccess) {
+      host_.Log(GPUSTACK_LOG_ERROR,
+                card.uuid + ": cannot undo a partition just made: " + ErrorText(rg));
+    }
+    return rg == nvml::kSuccess;
+  };
+  // The partition's id is its MIG device's UUID; a partition without one could not be told apart
+  // from others later, so it is not kept.
+  const std::optional<std::string> id = FindMigDeviceUuid(card, info.id);
+  if (!id) {
+    undo();
+    throw Error(GPUSTACK_STATUS_INTERNAL, card.uuid + ": the new partition has no MIG device");
+  }
+  const sdk::Partition made{
+      card.uuid, *id, request.profile, {info.placement.start, info.placement.size}, request.owner};
   const OwnershipRecord record{
       card.uuid,           info.id,      made.id, request.profile, info.placement.start,
       info.placement.size, request.owner};
-  auto undo = [&] {
-    api_.compute_instance_destroy(ci);
-    api_.gpu_instance_destroy(gi);
-  };
   try {
     UpdateOwners([&](std::vector<OwnershipRecord>& records) {
       // Whatever was recorded for this instance id before is about someone else's partition.
@@ -637,12 +660,14 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   try {
     sink.Add(made);
   } catch (...) {
-    // The host refused the report, so it will never know of this partition: take it back.
-    undo();
-    try {
-      UpdateOwners([&](std::vector<OwnershipRecord>& records) { std::erase(records, record); });
-    } catch (const std::exception& e) {
-      host_.Log(GPUSTACK_LOG_WARN, std::string("cannot drop an ownership record: ") + e.what());
+    // The host refused the report, so it will never know of this partition: take it back. If
+    // the driver refuses, it stays recorded as ours, for the reclaim loop to retry.
+    if (undo()) {
+      try {
+        UpdateOwners([&](std::vector<OwnershipRecord>& records) { std::erase(records, record); });
+      } catch (const std::exception& e) {
+        host_.Log(GPUSTACK_LOG_WARN, std::string("cannot drop an ownership record: ") + e.what());
+      }
     }
     throw;
   }
@@ -661,7 +686,7 @@ void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& requ
     }
     // The record goes first: should the process die midway, a partition is left unowned (an
     // administrator can see and remove it), never a record that could be mistaken for another.
-    OwnershipRecord removed;
+    std::optional<OwnershipRecord> removed;
     UpdateOwners([&](std::vector<OwnershipRecord>& records) {
       for (auto it = records.begin(); it != records.end(); ++it) {
         if (Matches(*it, card.uuid, live.partition, live.instance_id)) {
@@ -671,17 +696,22 @@ void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& requ
         }
       }
     });
+    if (!removed) {  // another process released it meanwhile
+      throw Error(GPUSTACK_STATUS_FAILED_PRECONDITION,
+                  request.partition_id + " is no longer recorded as owned; left as it is");
+    }
     auto fail = [&](const std::string& what, nvml::Return r) {
       try {
-        UpdateOwners([&](std::vector<OwnershipRecord>& records) { records.push_back(removed); });
+        UpdateOwners([&](std::vector<OwnershipRecord>& records) { records.push_back(*removed); });
       } catch (const std::exception& e) {
         host_.Log(GPUSTACK_LOG_ERROR, std::string("cannot restore ownership: ") + e.what());
       }
       Fail(r == nvml::kErrorInUse ? GPUSTACK_STATUS_UNAVAILABLE : GPUSTACK_STATUS_INTERNAL,
            request.partition_id + ": destroying " + what + " (retry when idle)", r);
     };
-    // Compute instances first, then the GPU instance.
-    for (unsigned index = 0; index < 7; ++index) {
+    // Compute instances first (every compute profile, the REV1 ones included), then the GPU
+    // instance.
+    for (unsigned index = 0; index < nvml::kComputeInstanceProfileCount; ++index) {
       nvml::ComputeInstanceProfileInfo ci_profile{};
       if (api_.gpu_instance_get_compute_instance_profile_info(
               live.instance, index, nvml::kComputeEngineShared, &ci_profile) != nvml::kSuccess) {

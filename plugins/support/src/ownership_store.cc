@@ -75,6 +75,15 @@ void OwnershipStore::Update(
 
   std::vector<OwnershipRecord> records = Load();
   change(records);
+  for (const OwnershipRecord& r : records) {  // what Load could not read back is never written
+    const bool token = [](std::initializer_list<const std::string*> fields) {
+      for (const std::string* f : fields) {
+        if (f->empty() || f->find_first_of(" \t\n") != std::string::npos) return false;
+      }
+      return true;
+    }({&r.card_id, &r.partition_id, &r.profile});
+    if (!token || !ValidOwnerTag(r.owner)) Fail(file_, "refusing to write a malformed record");
+  }
   std::ostringstream out;
   out << kHeader << "\n";
   for (const OwnershipRecord& r : records) {
@@ -93,6 +102,13 @@ void OwnershipStore::Update(
     const int why = written ? errno : saved;
     ::unlink(temp.c_str());
     Fail(file_, std::string("cannot write: ") + std::strerror(why));
+  }
+  // The rename is durable only once the directory is: a power loss must not bring back a file
+  // without a new partition's record.
+  if (const int dir = ::open(file_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 

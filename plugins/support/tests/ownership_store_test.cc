@@ -71,6 +71,17 @@ TEST_F(OwnershipStoreTest, AFailedChangeLeavesTheFileAsItWas) {
   EXPECT_EQ(store.Load().size(), 1u);
 }
 
+TEST_F(OwnershipStoreTest, AMalformedRecordIsNeverWritten) {
+  OwnershipStore store(dir_ / "owners");
+  store.Update([](auto& r) { r.push_back({"GPU-1", 1, "MIG-a", "7g.80gb", 0, 8, "p"}); });
+  EXPECT_THROW(store.Update([](auto& r) { r.push_back(OwnershipRecord{}); }), std::runtime_error);
+  EXPECT_THROW(store.Update([](auto& r) {
+    r.push_back({"GPU 2", 1, "MIG-b", "x", 0, 1, "p"});
+  }),
+               std::runtime_error);
+  EXPECT_EQ(store.Load().size(), 1u) << "the file still loads";
+}
+
 TEST(OwnerTag, OnlySingleTokens) {
   EXPECT_TRUE(ValidOwnerTag("pod:0b5c-11/main"));
   EXPECT_FALSE(ValidOwnerTag(""));

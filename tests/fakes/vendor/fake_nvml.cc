@@ -45,7 +45,6 @@ struct Ci : nv::ComputeInstanceOpaque {
   Gi* gi = nullptr;
   unsigned id = 0;
   unsigned profile = 0;
-  unsigned serial = 0;  // makes each creation's MIG UUID new, as the driver's random ones are
 };
 struct Gi : nv::GpuInstanceOpaque {
   Card* card = nullptr;
@@ -73,7 +72,6 @@ struct Card {
 struct State {
   std::mutex mu;
   int init_count = 0;
-  unsigned next_serial = 1;
   json section;
   fake::Injector injector;
   std::list<Card> cards;
@@ -153,7 +151,7 @@ void Load() {
       if (profile != nullptr &&
           CreateGi(card, *profile, existing.at("start"), Placements(*profile).front().second,
                    &gi) == nv::kSuccess) {
-        gi->cis.push_back(Ci{{}, gi, 0, 0, g.next_serial++});
+        gi->cis.push_back(Ci{{}, gi, 0, 0});
       }
     }
   }
@@ -161,8 +159,10 @@ void Load() {
 
 std::string MigUuid(const Ci& ci) {
   const std::string parent = ci.gi->card->spec.value("uuid", "");
+  // Derived from the card and the instance ids, as the driver's name-based (version 5) MIG
+  // UUIDs appear to be: the same shape recreated at the same place gets the same UUID.
   return "MIG-" + parent.substr(parent.find('-') + 1, 8) + "-gi" + std::to_string(ci.gi->id) +
-         "-ci" + std::to_string(ci.id) + "-" + std::to_string(ci.serial);
+         "-ci" + std::to_string(ci.id);
 }
 
 // Every compute instance of a card, as MIG devices in a stable order.
@@ -586,7 +586,6 @@ EXPORT nv::Return FN(GpuInstanceCreateComputeInstance)(nv::GpuInstance instance,
   ci.gi = gi;
   ci.id = ci_id;
   ci.profile = id;
-  ci.serial = g.next_serial++;
   *out = &ci;
   return nv::kSuccess;
 }

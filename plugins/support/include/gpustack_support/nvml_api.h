@@ -139,6 +139,8 @@ inline constexpr unsigned int kMigEnable = 1;       // NVML_DEVICE_MIG_ENABLE
 inline constexpr unsigned int kComputeEngineShared =
     0;  // NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
 inline constexpr unsigned int kNoInstance = 0xFFFFFFFFu;
+// NVML_COMPUTE_INSTANCE_PROFILE_COUNT: 1,2,3,4,7,8,6-slice, then the 1- and 2-slice REV1.
+inline constexpr unsigned int kComputeInstanceProfileCount = 9;
 
 // One resolved function table. Required functions are checked by Resolve; optional ones may be
 // null and their figures are then reported as not measured.

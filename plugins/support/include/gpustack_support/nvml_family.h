@@ -76,7 +76,9 @@ class NvmlFamilyPlugin : public sdk::Plugin {
   Card& FindCard(std::string_view uuid);
   void RefreshCards();
   std::vector<LivePartition> Live(const Card& card) const;
-  std::string MigDeviceUuid(const Card& card, unsigned instance_id) const;
+  std::optional<std::string> FindMigDeviceUuid(const Card& card, unsigned instance_id) const;
+  std::string MigDeviceUuid(const Card& card, unsigned instance_id) const;  // or a stand-in
+  std::vector<LivePartition> ListInstances(const Card& card) const;         // without owners
   std::vector<OwnershipRecord> LoadOwners() const;
   void UpdateOwners(const std::function<void(std::vector<OwnershipRecord>&)>& change) const;
 
