@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test control plane's binaries from the Go module proxy, pinned by the tools modules
 # in testbed/tools/<project>/ (go.mod + go.sum), into a cache outside the repository keyed by
-# the module files' hash, so a second run costs seconds:
+# the module files' and this script's hash, so a second run costs seconds:
 #   ${GPUSTACK_TESTBED_CACHE:-~/.cache/gpustack-testbed}/<project>-<hash>/bin/
 # Prints the bin directory of each project built. Idempotent.
 #
@@ -15,7 +15,8 @@ build() {
   local project=$1 dir="testbed/tools/$1"
   [ -f "$dir/go.mod" ] || { echo "no tools module $dir" >&2; return 2; }
   local hash
-  hash=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+  # The recipe (this script) is part of the key: a changed flag rebuilds.
+  hash=$(cat "$dir/go.mod" "$dir/go.sum" "$0" | sha256sum | cut -c1-12)
   local out="$cache/$project-$hash"
   if [ -f "$out/.complete" ]; then
     echo "$out/bin"
@@ -31,7 +32,8 @@ build() {
     kubernetes)
       # The version ldflags are not cosmetic: Kueue and Helm parse the server's /version.
       local version
-      version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$dir/go.mod")
+      version=$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+      [[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "cannot read the Kubernetes version" >&2; return 2; }
       local minor=${version#v1.}
       minor=${minor%%.*}
       local p=k8s.io/component-base/version c=k8s.io/client-go/pkg/version
