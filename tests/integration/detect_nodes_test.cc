@@ -323,5 +323,15 @@ TEST(PreflightCli, PartitionModeIsReported) {
   EXPECT_EQ((*mode)["detail"], "3 of 8 card(s) in mig mode");
 }
 
+TEST(PreflightCli, APendingModeChangeIsAWarningWithItsFix) {
+  const auto [code, report] = Preflight("thead-ppu-zw810ex2");
+  const json* mode = FindCheck(report, "partition mode");
+  ASSERT_NE(mode, nullptr) << report.dump(1);
+  EXPECT_EQ((*mode)["result"], "WARN");
+  EXPECT_EQ((*mode)["detail"], "1 of 2 card(s) in mig mode, 1 with a mode change pending");
+  EXPECT_NE((*mode)["fix"].get<std::string>().find("reset"), std::string::npos);
+  EXPECT_EQ(code, 1) << "its device nodes are missing in this fixture";
+}
+
 }  // namespace
 }  // namespace gpustack

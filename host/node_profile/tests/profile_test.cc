@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace gpustack::node_profile {
 namespace {
 
@@ -44,6 +46,19 @@ TEST(ParseCpuInfo, Arm64HasNoNameSoTheKeyFallsBack) {
   EXPECT_EQ(cpu.physical_cores, 2u);
   EXPECT_EQ(cpu.threads_per_core, 1u);
   EXPECT_EQ(cpu.key, "generic");  // no family: nothing better to say than NFD would
+}
+
+TEST(ParseCpuInfo, NamesX86VendorsAsNfdDoes) {
+  for (const auto& [vendor_id, name] : {std::pair{"AuthenticAMD", "AMD"},
+                                        {"HygonGenuine", "Hygon"},
+                                        {"CentaurHauls", "Zhaoxin"},
+                                        {"Shanghai", "Zhaoxin"},
+                                        {"Unknown", ""}}) {
+    EXPECT_EQ(
+        ParseCpuInfo(std::string("processor\t: 0\nvendor_id\t: ") + vendor_id + "\n").manufacturer,
+        name)
+        << vendor_id;
+  }
 }
 
 TEST(ParseMemTotal, ReadsKibAsMib) {

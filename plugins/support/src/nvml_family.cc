@@ -327,21 +327,14 @@ NvmlFamilyPlugin::Card& NvmlFamilyPlugin::FindCard(std::string_view uuid) {
 
 void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
   if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-  std::vector<Card*> cards;
-  if (request.accelerator_ids.empty()) {
-    RefreshCards();
-    for (Card& c : cards_) cards.push_back(&c);
-  } else {
-    for (const std::string& id : request.accelerator_ids) cards.push_back(&FindCard(id));
-  }
-  for (Card* card : cards) {
+  for (const Card* card : CardsFor(*this, cards_, request.accelerator_ids)) {
     sdk::DeviceSample s;
     s.accelerator_id = card->uuid;
     s.timestamp_ns = host_.NowNs();
-    s.health = GPUSTACK_HEALTH_HEALTHY;
     nvml::Memory memory{};
     const nvml::Return mr = api_.device_get_memory_info(card->handle, &memory);
     if (mr == nvml::kSuccess) {
+      s.health = GPUSTACK_HEALTH_HEALTHY;  // the card answers
       s.memory_total_mib = static_cast<double>(memory.total) / (1024.0 * 1024.0);
       s.memory_used_mib = static_cast<double>(memory.used) / (1024.0 * 1024.0);
       if (memory.total > 0) {

@@ -175,28 +175,9 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
   groups.Report(sink);
 }
 
-void RocmFamilyPlugin::RefreshCards() {
-  if (!cards_.empty()) return;
-  DiscardingSink discard;
-  Discover(discard.sink());
-}
-
 void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
   if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
-  RefreshCards();
-  std::vector<const Card*> cards;
-  for (const Card& c : cards_) {
-    if (request.accelerator_ids.empty() ||
-        std::find(request.accelerator_ids.begin(), request.accelerator_ids.end(), c.uuid) !=
-            request.accelerator_ids.end()) {
-      cards.push_back(&c);
-    }
-  }
-  for (const std::string& id : request.accelerator_ids) {
-    if (std::none_of(cards.begin(), cards.end(), [&](const Card* c) { return c->uuid == id; })) {
-      throw Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + id + " on this node");
-    }
-  }
+  const std::vector<const Card*> cards = CardsFor(*this, cards_, request.accelerator_ids);
   // Processes are listed node-wide; each is charged to a card only when it runs on that card
   // alone (ROCm SMI does not split a process's VRAM between GPUs).
   std::vector<rsmi::ProcessInfo> processes;

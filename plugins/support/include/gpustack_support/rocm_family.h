@@ -50,7 +50,6 @@ class RocmFamilyPlugin : public sdk::Plugin {
   };
   bool EnsureLoaded();
   [[noreturn]] void Fail(const std::string& what, rsmi::Status status) const;
-  void RefreshCards();
 
   sdk::Host host_;
   RocmFamilyTraits traits_;
