@@ -12,8 +12,11 @@ namespace gpustack {
 
 struct Error {
   std::string message;
-  // For failures reported by a plugin: its gpustack_status. -1 for the host's own errors.
+  // For failures reported by a plugin: its gpustack_status. For Kubernetes API calls: the HTTP
+  // status (0 when no answer came). -1 for the host's own errors.
   int32_t code = -1;
+  // For Kubernetes API calls: the Status reason (NotFound, Conflict, Expired, ...), if any.
+  std::string reason = {};
 };
 
 template <class T>

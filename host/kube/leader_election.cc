@@ -1,0 +1,191 @@
+#include "host/kube/leader_election.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "host/common/logging.h"
+
+namespace gpustack::kube {
+namespace {
+
+// Sleeps `period` with up to 20 % jitter, so candidates do not retry in lockstep.
+bool SleepJittered(std::chrono::milliseconds period, std::stop_token stop) {
+  static thread_local std::minstd_rand random(std::random_device{}());
+  auto delay = period + std::chrono::milliseconds(random() % (period.count() / 5 + 1));
+  std::mutex mutex;
+  std::condition_variable_any never;
+  std::unique_lock lock(mutex);
+  return !never.wait_for(lock, stop, delay, [] { return false; });
+}
+
+}  // namespace
+
+std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(time.time_since_epoch()).count();
+  std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  size_t n = std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(text + n, sizeof(text) - n, ".%06lldZ", static_cast<long long>(micros % 1000000));
+  return text;
+}
+
+LeaderElector::LeaderElector(Client& client, LeaderElectionConfig config)
+    : client_(client), config_(std::move(config)) {}
+
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
+  auto lease_seconds = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
+  std::string now = FormatMicroTime(std::chrono::system_clock::now());
+  const ResourceType leases = resources::Leases();
+  auto current = client_.Get(leases, config_.lease_namespace, config_.lease_name);
+  if (!current) {
+    if (!IsNotFound(current.failure())) {
+      Logger("leader")->warn("reading Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
+                             current.error());
+      return Attempt::kFailed;
+    }
+    Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                  {"kind", "Lease"},
+                  {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+                  {"spec",
+                   {{"holderIdentity", config_.identity},
+                    {"leaseDurationSeconds", lease_seconds},
+                    {"acquireTime", now},
+                    {"renewTime", now},
+                    {"leaseTransitions", 0}}}};
+    auto created = client_.Create(leases, lease);
+    if (!created) {
+      return IsAlreadyExists(created.failure()) ? Attempt::kHeldByOther : Attempt::kFailed;
+    }
+    observed_spec_ = (*created)["spec"];
+    observed_at_ = std::chrono::steady_clock::now();
+    return Attempt::kAcquired;
+  }
+  Json& lease = *current;
+  Json spec = lease.contains("spec") ? lease["spec"] : Json::object();
+  if (spec != observed_spec_) {
+    observed_spec_ = spec;
+    observed_at_ = std::chrono::steady_clock::now();
+  }
+  std::string holder = spec.value("holderIdentity", "");
+  if (holder != reported_leader_) {
+    reported_leader_ = holder;
+  }
+  int64_t held_for = spec.value("leaseDurationSeconds", lease_seconds);
+  bool expired = std::chrono::steady_clock::now() > observed_at_ + std::chrono::seconds(held_for);
+  if (!holder.empty() && holder != config_.identity && !expired) {
+    return Attempt::kHeldByOther;
+  }
+  Json next = spec;
+  next["holderIdentity"] = config_.identity;
+  next["leaseDurationSeconds"] = lease_seconds;
+  next["renewTime"] = now;
+  if (holder != config_.identity) {
+    next["acquireTime"] = now;
+    next["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
+  }
+  lease["spec"] = next;
+  // The resourceVersion read above makes this a compare-and-swap: two candidates that both
+  // saw an expired Lease cannot both win.
+  auto updated = client_.Update(leases, lease);
+  if (!updated) {
+    if (!IsConflict(updated.failure())) {
+      Logger("leader")->warn("updating Lease {}/{}: {}", config_.lease_namespace,
+                             config_.lease_name, updated.error());
+    }
+    return Attempt::kFailed;
+  }
+  observed_spec_ = (*updated)["spec"];
+  observed_at_ = std::chrono::steady_clock::now();
+  return Attempt::kAcquired;
+}
+
+void LeaderElector::Release() {
+  const ResourceType leases = resources::Leases();
+  auto current = client_.Get(leases, config_.lease_namespace, config_.lease_name);
+  if (!current || (*current)["spec"].value("holderIdentity", "") != config_.identity) {
+    return;
+  }
+  std::string now = FormatMicroTime(std::chrono::system_clock::now());
+  Json& spec = (*current)["spec"];
+  spec["holderIdentity"] = "";
+  spec["leaseDurationSeconds"] = 1;
+  spec["renewTime"] = now;
+  spec["acquireTime"] = now;
+  if (auto released = client_.Update(leases, *current); !released) {
+    Logger("leader")->warn("releasing Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
+                           released.error());
+  }
+}
+
+Status LeaderElector::Run(std::stop_token stop, const LeaderCallbacks& callbacks) {
+  if (config_.lease_name.empty() || config_.lease_namespace.empty() || config_.identity.empty()) {
+    return Error{"leader election needs a Lease namespace, a Lease name and an identity"};
+  }
+  if (!(config_.lease_duration > config_.renew_deadline &&
+        config_.renew_deadline > config_.retry_period && config_.retry_period.count() > 0)) {
+    return Error{"leader election needs lease duration > renew deadline > retry period > 0"};
+  }
+  auto log = Logger("leader");
+  std::string last_leader;
+  auto report_leader = [&] {
+    if (reported_leader_ != last_leader) {
+      last_leader = reported_leader_;
+      if (!last_leader.empty() && callbacks.on_new_leader) {
+        callbacks.on_new_leader(last_leader);
+      }
+    }
+  };
+  // Campaign.
+  while (!stop.stop_requested()) {
+    Attempt attempt = TryAcquireOrRenew();
+    report_leader();
+    if (attempt == Attempt::kAcquired) {
+      break;
+    }
+    SleepJittered(config_.retry_period, stop);
+  }
+  if (stop.stop_requested()) {
+    return Ok{};
+  }
+  leader_ = true;
+  reported_leader_ = config_.identity;
+  report_leader();
+  log->info("{} leads {}/{}", config_.identity, config_.lease_namespace, config_.lease_name);
+  std::jthread leading;
+  if (callbacks.on_started_leading) {
+    leading = std::jthread([&callbacks](std::stop_token s) { callbacks.on_started_leading(s); });
+  }
+  // Lead: renew until the deadline passes without a successful renewal.
+  auto renewed_at = std::chrono::steady_clock::now();
+  while (!stop.stop_requested()) {
+    if (!SleepJittered(config_.retry_period, stop)) {
+      break;
+    }
+    if (TryAcquireOrRenew() == Attempt::kAcquired) {
+      renewed_at = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - renewed_at > config_.renew_deadline) {
+      log->warn("{} could not renew {}/{} within {} ms: stepping down", config_.identity,
+                config_.lease_namespace, config_.lease_name, config_.renew_deadline.count());
+      break;
+    }
+  }
+  leader_ = false;
+  if (leading.joinable()) {
+    leading.request_stop();
+    leading.join();
+  }
+  if (stop.stop_requested()) {
+    Release();
+  }
+  if (callbacks.on_stopped_leading) {
+    callbacks.on_stopped_leading();
+  }
+  return Ok{};
+}
+
+}  // namespace gpustack::kube

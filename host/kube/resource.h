@@ -1,0 +1,65 @@
+// Addressing in the Kubernetes REST API: which resource, and the paths of its collections,
+// objects and subresources. Pure functions.
+#ifndef GPUSTACK_HOST_KUBE_RESOURCE_H_
+#define GPUSTACK_HOST_KUBE_RESOURCE_H_
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "host/common/result.h"
+
+namespace gpustack::kube {
+
+using Json = nlohmann::json;
+
+struct ResourceType {
+  std::string group;  // "" for the core group
+  std::string version;
+  std::string plural;
+  bool namespaced = true;
+
+  std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
+};
+
+// The kinds this project reads and writes.
+namespace resources {
+ResourceType Namespaces();
+ResourceType Nodes();
+ResourceType Pods();
+ResourceType ConfigMaps();
+ResourceType Leases();
+ResourceType CustomResourceDefinitions();
+ResourceType Devices();
+ResourceType InstanceTypes();
+ResourceType Instances();
+}  // namespace resources
+
+// /api/v1[/namespaces/<ns>]/<plural> or /apis/<group>/<version>[/namespaces/<ns>]/<plural>.
+// `ns` is ignored for cluster-scoped resources; empty means all namespaces.
+std::string CollectionPath(const ResourceType& type, std::string_view ns);
+std::string ObjectPath(const ResourceType& type, std::string_view ns, std::string_view name,
+                       std::string_view subresource = {});
+
+// Percent-encodes a query parameter value (selectors carry '=', ',' and '!').
+std::string EscapeQueryValue(std::string_view value);
+
+// The Status reasons a caller branches on.
+inline bool IsNotFound(const Error& e) { return e.code == 404; }
+inline bool IsConflict(const Error& e) { return e.code == 409 && e.reason != "AlreadyExists"; }
+inline bool IsAlreadyExists(const Error& e) { return e.reason == "AlreadyExists"; }
+inline bool IsGone(const Error& e) { return e.code == 410 || e.reason == "Expired" || e.reason == "Gone"; }
+inline bool IsInvalid(const Error& e) { return e.code == 422 || e.reason == "Invalid"; }
+
+// An Error from an HTTP status and its body: a Status object's reason and message where the
+// server sent one. `what` names the request ("GET /api/v1/...").
+Error ApiError(int http_status, std::string_view body, std::string_view what);
+
+// metadata.namespace + "/" + metadata.name, or the name alone (client-go's key).
+std::string ObjectKey(const Json& object);
+
+}  // namespace gpustack::kube
+
+#endif  // GPUSTACK_HOST_KUBE_RESOURCE_H_

@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include "host/kube/rate_limiter.h"
+#include "host/kube/resource.h"
+#include "host/kube/transport.h"
+#include "host/kube/watch_decoder.h"
+
+#include <fstream>
+
+namespace gpustack::kube {
+namespace {
+
+TEST(Paths, CoreGroupsNamespacesAndSubresources) {
+  EXPECT_EQ(CollectionPath(resources::Pods(), "ns"), "/api/v1/namespaces/ns/pods");
+  EXPECT_EQ(CollectionPath(resources::Pods(), ""), "/api/v1/pods");
+  EXPECT_EQ(CollectionPath(resources::Nodes(), "ignored"), "/api/v1/nodes");
+  EXPECT_EQ(ObjectPath(resources::InstanceTypes(), "", "a100", "status"),
+            "/apis/worker.gpustack.ai/v1alpha1/instancetypes/a100/status");
+  EXPECT_EQ(ObjectPath(resources::Leases(), "kube-system", "op"),
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/op");
+  EXPECT_EQ(EscapeQueryValue("a=b,c!=d e/f"), "a%3Db%2Cc%21%3Dd%20e%2Ff");
+}
+
+TEST(ApiErrors, StatusReasonAndMessage) {
+  Error e = ApiError(409,
+                     R"({"kind":"Status","status":"Failure","reason":"Conflict","message":"the object has been modified","code":409})",
+                     "PUT /x");
+  EXPECT_EQ(e.code, 409);
+  EXPECT_EQ(e.reason, "Conflict");
+  EXPECT_EQ(e.message, "PUT /x: HTTP 409 Conflict: the object has been modified");
+  EXPECT_TRUE(IsConflict(e));
+  EXPECT_FALSE(IsNotFound(e));
+  Error exists = ApiError(409, R"({"kind":"Status","reason":"AlreadyExists","message":"m"})", "POST /x");
+  EXPECT_TRUE(IsAlreadyExists(exists));
+  EXPECT_FALSE(IsConflict(exists));
+  Error plain = ApiError(502, "bad gateway", "GET /y");
+  EXPECT_EQ(plain.message, "GET /y: HTTP 502: bad gateway");
+  EXPECT_TRUE(IsGone(ApiError(410, "{}", "GET /z")));
+}
+
+TEST(ObjectKeys, NamespacedAndClusterScoped) {
+  EXPECT_EQ(ObjectKey(Json::parse(R"({"metadata":{"name":"a","namespace":"n"}})")), "n/a");
+  EXPECT_EQ(ObjectKey(Json::parse(R"({"metadata":{"name":"node-1"}})")), "node-1");
+}
+
+TEST(WatchDecoder, EventsSplitAcrossPieces) {
+  std::string stream =
+      R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})" "\n"
+      R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})" "\n"
+      R"({"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"10"}}})" "\n";
+  for (size_t cut = 1; cut < stream.size(); cut += 7) {
+    WatchDecoder decoder;
+    std::vector<std::pair<WatchEventType, std::string>> seen;
+    auto collect = [&](WatchEvent& e) {
+      seen.emplace_back(e.type, EventResourceVersion(e));
+      return true;
+    };
+    ASSERT_TRUE(decoder.Feed(std::string_view(stream).substr(0, cut), collect));
+    ASSERT_TRUE(decoder.Feed(std::string_view(stream).substr(cut), collect));
+    ASSERT_EQ(seen.size(), 3u) << "cut at " << cut;
+    EXPECT_EQ(seen[0], std::make_pair(WatchEventType::kAdded, std::string("5")));
+    EXPECT_EQ(seen[1], std::make_pair(WatchEventType::kBookmark, std::string("9")));
+    EXPECT_EQ(seen[2], std::make_pair(WatchEventType::kDeleted, std::string("10")));
+    EXPECT_EQ(decoder.buffered(), 0u);
+  }
+}
+
+TEST(WatchDecoder, ErrorsAndEarlyStop) {
+  WatchDecoder decoder;
+  int count = 0;
+  auto stop_after_one = [&](WatchEvent&) { return ++count < 1; };
+  ASSERT_TRUE(decoder.Feed(R"({"type":"ADDED","object":{}})" "\n" R"({"type":"ADDED","object":{}})" "\n",
+                           stop_after_one));
+  EXPECT_EQ(count, 1);
+  WatchDecoder broken;
+  auto bad = broken.Feed("{not json}\n", [](WatchEvent&) { return true; });
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("not a watch event"), std::string::npos);
+  auto unknown = broken.Feed(R"({"type":"RENAMED","object":{}})" "\n", [](WatchEvent&) { return true; });
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("unknown event type"), std::string::npos);
+}
+
+TEST(TokenBucket, BurstThenRate) {
+  auto t0 = TokenBucket::Clock::now();
+  TokenBucket bucket(10, 3, t0);
+  EXPECT_EQ(bucket.Reserve(t0), TokenBucket::Clock::duration::zero());
+  EXPECT_EQ(bucket.Reserve(t0), TokenBucket::Clock::duration::zero());
+  EXPECT_EQ(bucket.Reserve(t0), TokenBucket::Clock::duration::zero());
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(bucket.Reserve(t0));
+  EXPECT_EQ(wait.count(), 100);
+  auto second = std::chrono::duration_cast<std::chrono::milliseconds>(bucket.Reserve(t0));
+  EXPECT_EQ(second.count(), 200);  // reservations queue behind each other
+  // After a second idle, the bucket is full again but never over burst.
+  auto later = t0 + std::chrono::seconds(10);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(bucket.Reserve(later), TokenBucket::Clock::duration::zero()) << i;
+  }
+  EXPECT_GT(bucket.Reserve(later), TokenBucket::Clock::duration::zero());
+  TokenBucket unlimited(0, 1, t0);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(unlimited.Reserve(t0), TokenBucket::Clock::duration::zero());
+  }
+}
+
+TEST(TokenSource, RereadsTheFileWhenInvalidated) {
+  auto file = std::filesystem::temp_directory_path() / ("token-" + std::to_string(getpid()));
+  std::ofstream(file) << "first\n";
+  TokenSource source("", file.string(), std::chrono::seconds(3600));
+  auto a = source.Token();
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(*a, "first");
+  std::ofstream(file) << "second";
+  EXPECT_EQ(*source.Token(), "first");  // cached
+  source.Invalidate();
+  EXPECT_EQ(*source.Token(), "second");
+  std::ofstream(file) << "";
+  source.Invalidate();
+  auto empty = source.Token();
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().find("is empty"), std::string::npos);
+  std::filesystem::remove(file);
+  TokenSource fixed("abc", "");
+  EXPECT_EQ(*fixed.Token(), "abc");
+}
+
+}  // namespace
+}  // namespace gpustack::kube
