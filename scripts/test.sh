@@ -14,6 +14,12 @@ run_suite() {
   ctest --test-dir "$dir" --output-on-failure -j "$jobs"
 }
 
+echo "== control-plane binaries for the integration tests (built once, then cached) =="
+command -v go >/dev/null || { echo "test.sh: Go 1.26 is needed to build the test control plane" >&2; exit 1; }
+started=$SECONDS
+scripts/testbed/build-tools.sh etcd kubernetes kwok kueue helm
+echo "control-plane binaries ready in $((SECONDS - started)) s"
+
 echo "== normal build =="
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== fuzzing (libFuzzer, bounded) =="

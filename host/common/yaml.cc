@@ -56,7 +56,62 @@ void Emit(YAML::Emitter& out, const nlohmann::json& v) {
   }
 }
 
+nlohmann::json PlainScalar(const std::string& s) {
+  static const std::regex integer("^[-+]?[0-9]+$");
+  static const std::regex floating("^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$");
+  if (s == "null" || s == "Null" || s == "NULL" || s == "~" || s.empty()) return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (std::regex_match(s, integer)) {
+    try {
+      return std::stoll(s);
+    } catch (const std::out_of_range&) {
+      return s;
+    }
+  }
+  if (std::regex_match(s, floating)) return std::strtod(s.c_str(), nullptr);
+  return s;
+}
+
+nlohmann::json ToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& entry : node) {
+        out[entry.first.as<std::string>()] = ToJson(entry.second);
+      }
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) {
+        out.push_back(ToJson(item));
+      }
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      // yaml-cpp tags a quoted scalar "!" and a plain one "?".
+      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : PlainScalar(node.Scalar());
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
+
+Result<std::vector<nlohmann::json>> FromYaml(const std::string& text) {
+  try {
+    std::vector<nlohmann::json> documents;
+    for (const YAML::Node& doc : YAML::LoadAll(text)) {
+      if (doc.IsDefined() && !doc.IsNull()) {
+        documents.push_back(ToJson(doc));
+      }
+    }
+    return documents;
+  } catch (const YAML::Exception& e) {
+    return Error{std::string("YAML: ") + e.what()};
+  }
+}
 
 std::string ToYaml(const nlohmann::json& value) {
   YAML::Emitter out;

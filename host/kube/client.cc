@@ -62,8 +62,8 @@ Result<HttpResponse> Client::Exchange(const HttpRequest& request, bool retry) {
   for (int attempt = 0;; ++attempt) {
     WaitForRateLimit();
     auto response = transport_->Send(request, Clock::now() + options_.timeout);
-    bool again = retry && attempt < options_.max_retries &&
-                 (!response || Retryable(response->status));
+    bool again =
+        retry && attempt < options_.max_retries && (!response || Retryable(response->status));
     if (!again) {
       return response;
     }
@@ -161,8 +161,8 @@ Result<Json> Client::Patch(const ResourceType& type, std::string_view ns, std::s
   return Request("PATCH", ObjectPath(type, ns, name, subresource), &patch, content_type);
 }
 
-Result<Json> Client::Apply(const ResourceType& type, const Json& object, const ApplyOptions& options,
-                           std::string_view subresource) {
+Result<Json> Client::Apply(const ResourceType& type, const Json& object,
+                           const ApplyOptions& options, std::string_view subresource) {
   if (options.field_manager.empty()) {
     return Error{"server-side apply needs a field manager"};
   }
@@ -195,8 +195,8 @@ Status Client::Delete(const ResourceType& type, std::string_view ns, std::string
 }
 
 Result<bool> Client::IsServed(const ResourceType& type) {
-  std::string target = type.group.empty() ? "/api/" + type.version
-                                          : "/apis/" + type.group + "/" + type.version;
+  std::string target =
+      type.group.empty() ? "/api/" + type.version : "/apis/" + type.group + "/" + type.version;
   auto discovery = Request("GET", target, nullptr, "", true);
   if (!discovery) {
     if (IsNotFound(discovery.failure())) {

@@ -32,22 +32,22 @@ struct ClientOptions {
 };
 
 struct ListOptions {
-  std::string label_selector;
-  std::string field_selector;
+  std::string label_selector = {};
+  std::string field_selector = {};
   int64_t page_size = 500;  // 0: no pagination
-  std::string resource_version;
+  std::string resource_version = {};
 };
 
 struct ObjectList {
   std::vector<Json> items;
-  std::string resource_version;  // where a watch continues from
+  std::string resource_version = {};  // where a watch continues from
   int pages = 0;
 };
 
 struct WatchOptions {
-  std::string resource_version;
-  std::string label_selector;
-  std::string field_selector;
+  std::string resource_version = {};
+  std::string label_selector = {};
+  std::string field_selector = {};
   int timeout_seconds = 300;  // the server ends the watch after this; the caller resumes
   bool allow_bookmarks = true;
 };
@@ -55,14 +55,15 @@ struct WatchOptions {
 enum class PatchType { kJson, kMerge };
 
 struct ApplyOptions {
-  std::string field_manager;
+  std::string field_manager = {};
   bool force = false;
 };
 
 struct DeleteOptions {
-  std::string uid;               // precondition: only this incarnation
-  std::string resource_version;  // precondition: only this version
-  std::string propagation_policy;  // Foreground, Background, Orphan; empty: the server's default
+  std::string uid = {};               // precondition: only this incarnation
+  std::string resource_version = {};  // precondition: only this version
+  std::string propagation_policy =
+      {};  // Foreground, Background, Orphan; empty: the server's default
 };
 
 class Client {

@@ -212,7 +212,8 @@ Status ParseServerUrl(std::string_view url, ClientConfig& config) {
   } else {
     size_t colon = authority.rfind(':');
     config.host = std::string(authority.substr(0, colon));
-    config.port = colon == std::string_view::npos ? "443" : std::string(authority.substr(colon + 1));
+    config.port =
+        colon == std::string_view::npos ? "443" : std::string(authority.substr(colon + 1));
   }
   if (config.host.empty()) {
     return Error{"server \"" + std::string(url) + "\" has no host"};
@@ -276,7 +277,8 @@ Result<ClientConfig> LoadInClusterConfig(const std::map<std::string, std::string
   bool ipv6 = host->second.find(':') != std::string::npos;
   ClientConfig config;
   config.source = "in-cluster service account";
-  std::string url = "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
+  std::string url =
+      "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
   if (Status parsed = ParseServerUrl(url, config); !parsed) {
     return Error{config.source + ": " + parsed.error()};
   }

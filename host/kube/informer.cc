@@ -13,11 +13,16 @@ std::string ResourceVersion(const Json& object) {
 }  // namespace
 
 Informer::Informer(Client& client, ResourceType type, std::string ns, InformerOptions options)
-    : client_(client), type_(std::move(type)), namespace_(std::move(ns)), options_(std::move(options)) {}
+    : client_(client),
+      type_(std::move(type)),
+      namespace_(std::move(ns)),
+      options_(std::move(options)) {}
 
 Informer::~Informer() { Stop(); }
 
-void Informer::AddIndexer(const std::string& name, IndexFunc index) { indexers_[name] = std::move(index); }
+void Informer::AddIndexer(const std::string& name, IndexFunc index) {
+  indexers_[name] = std::move(index);
+}
 
 void Informer::AddEventHandler(EventHandler handler) { handlers_.push_back(std::move(handler)); }
 
@@ -146,7 +151,8 @@ void Informer::Remove(const std::string& key) {
 }
 
 Status Informer::ListAndReplace(std::stop_token stop) {
-  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size, ""};
+  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size,
+                           ""};
   auto list = client_.List(type_, namespace_, list_options);
   if (!list) {
     return list.failure();

@@ -29,17 +29,17 @@ namespace gpustack::kube {
 using ObjectPtr = std::shared_ptr<const Json>;
 
 struct EventHandler {
-  std::function<void(const ObjectPtr&)> on_add;
-  std::function<void(const ObjectPtr& before, const ObjectPtr& after)> on_update;
-  std::function<void(const ObjectPtr&)> on_delete;
+  std::function<void(const ObjectPtr&)> on_add = {};
+  std::function<void(const ObjectPtr& before, const ObjectPtr& after)> on_update = {};
+  std::function<void(const ObjectPtr&)> on_delete = {};
 };
 
 // Index values of an object (e.g. its node name); an object may have several or none.
 using IndexFunc = std::function<std::vector<std::string>(const Json&)>;
 
 struct InformerOptions {
-  std::string label_selector;
-  std::string field_selector;
+  std::string label_selector = {};
+  std::string field_selector = {};
   int64_t page_size = 500;
   int watch_timeout_seconds = 300;
   std::chrono::milliseconds initial_backoff{200};
@@ -51,7 +51,7 @@ struct InformerStats {
   uint64_t watches = 0;
   uint64_t events = 0;
   uint64_t failures = 0;
-  std::string resource_version;
+  std::string resource_version = {};
 };
 
 class Informer {

@@ -23,7 +23,8 @@ bool SleepJittered(std::chrono::milliseconds period, std::stop_token stop) {
 }  // namespace
 
 std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(time.time_since_epoch()).count();
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(time.time_since_epoch()).count();
   std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
@@ -48,15 +49,16 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
                              current.error());
       return Attempt::kFailed;
     }
-    Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
-                  {"kind", "Lease"},
-                  {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
-                  {"spec",
-                   {{"holderIdentity", config_.identity},
-                    {"leaseDurationSeconds", lease_seconds},
-                    {"acquireTime", now},
-                    {"renewTime", now},
-                    {"leaseTransitions", 0}}}};
+    Json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+        {"spec",
+         {{"holderIdentity", config_.identity},
+          {"leaseDurationSeconds", lease_seconds},
+          {"acquireTime", now},
+          {"renewTime", now},
+          {"leaseTransitions", 0}}}};
     auto created = client_.Create(leases, lease);
     if (!created) {
       return IsAlreadyExists(created.failure()) ? Attempt::kHeldByOther : Attempt::kFailed;

@@ -17,9 +17,9 @@
 namespace gpustack::kube {
 
 struct LeaderElectionConfig {
-  std::string lease_namespace;
-  std::string lease_name;
-  std::string identity;  // unique per candidate, e.g. the Pod name
+  std::string lease_namespace = {};
+  std::string lease_name = {};
+  std::string identity = {};  // unique per candidate, e.g. the Pod name
   std::chrono::milliseconds lease_duration{15000};
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
@@ -27,9 +27,9 @@ struct LeaderElectionConfig {
 
 struct LeaderCallbacks {
   // Runs on its own thread while this candidate leads; `stop` is requested when it stops leading.
-  std::function<void(std::stop_token stop)> on_started_leading;
-  std::function<void()> on_stopped_leading;
-  std::function<void(const std::string& identity)> on_new_leader;
+  std::function<void(std::stop_token stop)> on_started_leading = {};
+  std::function<void()> on_stopped_leading = {};
+  std::function<void(const std::string& identity)> on_new_leader = {};
 };
 
 class LeaderElector {
@@ -51,7 +51,6 @@ class LeaderElector {
   LeaderElectionConfig config_;
   std::atomic<bool> leader_{false};
   Json observed_spec_;
-  std::string observed_resource_version_;
   std::chrono::steady_clock::time_point observed_at_{};
   std::string reported_leader_;
 };

@@ -33,7 +33,8 @@ class TokenBucket {
     if (tokens_ >= 0) {
       return Clock::duration::zero();
     }
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(-tokens_ / qps_));
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(-tokens_ / qps_));
   }
 
  private:

@@ -17,8 +17,8 @@ ResourceType Instances() { return {"worker.gpustack.ai", "v1alpha1", "instances"
 }  // namespace resources
 
 std::string CollectionPath(const ResourceType& type, std::string_view ns) {
-  std::string path = type.group.empty() ? "/api/" + type.version
-                                        : "/apis/" + type.group + "/" + type.version;
+  std::string path =
+      type.group.empty() ? "/api/" + type.version : "/apis/" + type.group + "/" + type.version;
   if (type.namespaced && !ns.empty()) {
     path += "/namespaces/";
     path += ns;

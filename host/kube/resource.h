@@ -50,7 +50,9 @@ std::string EscapeQueryValue(std::string_view value);
 inline bool IsNotFound(const Error& e) { return e.code == 404; }
 inline bool IsConflict(const Error& e) { return e.code == 409 && e.reason != "AlreadyExists"; }
 inline bool IsAlreadyExists(const Error& e) { return e.reason == "AlreadyExists"; }
-inline bool IsGone(const Error& e) { return e.code == 410 || e.reason == "Expired" || e.reason == "Gone"; }
+inline bool IsGone(const Error& e) {
+  return e.code == 410 || e.reason == "Expired" || e.reason == "Gone";
+}
 inline bool IsInvalid(const Error& e) { return e.code == 422 || e.reason == "Invalid"; }
 
 // An Error from an HTTP status and its body: a Status object's reason and message where the

@@ -133,8 +133,9 @@ class Connection {
     const std::string& name = config.tls_server_name.empty() ? config.host : config.tls_server_name;
     SSL* handle = stream_.native_handle();
     // SNI, spelled out: the OpenSSL macro casts in C style.
-    if (!IsIpAddress(name) && SSL_ctrl(handle, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                                       const_cast<char*>(name.c_str())) != 1) {
+    if (!IsIpAddress(name) &&
+        SSL_ctrl(handle, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                 const_cast<char*>(name.c_str())) != 1) {
       return Error{"cannot set the TLS server name: " + OpenSslError(), 0};
     }
     if (!config.insecure_skip_tls_verify) {
@@ -145,7 +146,8 @@ class Connection {
         return Error{"cannot set the name to verify: " + OpenSslError(), 0};
       }
     }
-    ec = Run(deadline, [&](auto handler) { stream_.async_handshake(ssl::stream_base::client, handler); });
+    ec = Run(deadline,
+             [&](auto handler) { stream_.async_handshake(ssl::stream_base::client, handler); });
     if (ec) {
       std::string why = Describe(ec);
       long verify = SSL_get_verify_result(handle);
@@ -216,11 +218,13 @@ Result<std::unique_ptr<Transport>> Transport::Create(const ClientConfig& config,
   if (!config.client_cert_pem.empty()) {
     context.use_certificate_chain(asio::buffer(config.client_cert_pem), ec);
     if (ec) {
-      return Error{config.source + ": the client certificate is not valid PEM (" + ec.message() + ")", 0};
+      return Error{
+          config.source + ": the client certificate is not valid PEM (" + ec.message() + ")", 0};
     }
     context.use_private_key(asio::buffer(config.client_key_pem), ssl::context::pem, ec);
     if (ec) {
-      return Error{config.source + ": the client key is not valid PEM or does not match the certificate (" +
+      return Error{config.source +
+                       ": the client key is not valid PEM or does not match the certificate (" +
                        ec.message() + ")",
                    0};
     }
@@ -314,11 +318,13 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
     Connection& c = **connection;
     http::request<http::string_body> req;
     PrepareRequest(req, request, config_, user_agent_, *authorization);
-    beast::error_code ec = c.Run(deadline, [&](auto handler) { http::async_write(c.stream_, req, handler); });
+    beast::error_code ec =
+        c.Run(deadline, [&](auto handler) { http::async_write(c.stream_, req, handler); });
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
     if (!ec) {
-      ec = c.Run(deadline, [&](auto handler) { http::async_read(c.stream_, c.buffer_, parser, handler); });
+      ec = c.Run(deadline,
+                 [&](auto handler) { http::async_read(c.stream_, c.buffer_, parser, handler); });
     }
     if (ec) {
       // A kept-alive connection the server closed meanwhile fails before any answer: retry once
@@ -330,7 +336,8 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
       return Error{request.method + " " + request.target + ": " + Connection::Describe(ec), 0};
     }
     auto& res = parser.get();
-    HttpResponse response{static_cast<int>(res.result_int()), std::move(res.body()), RetryAfter(res)};
+    HttpResponse response{static_cast<int>(res.result_int()), std::move(res.body()),
+                          RetryAfter(res)};
     if (res.keep_alive()) {
       Release(std::move(*connection));
     }
@@ -369,8 +376,9 @@ Status Transport::Stream(const HttpRequest& request, Clock::time_point header_de
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
   if (!ec) {
-    ec = c.Run(header_deadline,
-               [&](auto handler) { http::async_read_header(c.stream_, c.buffer_, parser, handler); });
+    ec = c.Run(header_deadline, [&](auto handler) {
+      http::async_read_header(c.stream_, c.buffer_, parser, handler);
+    });
   }
   if (stopped) {
     return Ok{};

@@ -31,10 +31,12 @@ Result<WatchEvent> ParseEvent(std::string_view line) {
 
 }  // namespace
 
-Status WatchDecoder::Feed(std::string_view piece, const std::function<bool(WatchEvent&)>& on_event) {
+Status WatchDecoder::Feed(std::string_view piece,
+                          const std::function<bool(WatchEvent&)>& on_event) {
   partial_.append(piece);
   size_t start = 0;
-  for (size_t newline; (newline = partial_.find('\n', start)) != std::string::npos; start = newline + 1) {
+  for (size_t newline; (newline = partial_.find('\n', start)) != std::string::npos;
+       start = newline + 1) {
     std::string_view line(partial_.data() + start, newline - start);
     if (line.find_first_not_of(" \r\t") == std::string_view::npos) {
       continue;

@@ -45,7 +45,10 @@ recipe_kwok() {
 }
 
 recipe_kueue() {
-  go build -trimpath -ldflags "-s -w" -o "$1/kueue" sigs.k8s.io/kueue/cmd/kueue
+  local version
+  version=$(module_version sigs.k8s.io/kueue)
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" \
+    -o "$1/kueue" sigs.k8s.io/kueue/cmd/kueue
   # The CRDs and webhook manifests ship in the module; the start script rewrites them.
   local dir
   dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
@@ -87,6 +90,8 @@ build() {
   (cd "$dir" && "recipe_$project" "$out/bin")
   echo "built $project in $((SECONDS - started)) s" >&2
   touch "$out/.complete"
+  # Older builds of the same project are superseded.
+  find "$cache" -mindepth 1 -maxdepth 1 -name "$project-*" ! -path "$out" -exec rm -rf {} +
   echo "$out/bin"
 }
 

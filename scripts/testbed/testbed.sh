@@ -5,7 +5,8 @@
 # control planes can run side by side.
 #
 #   testbed.sh up --dir D [--scheduler] [--controller-manager] [--kwok-nodes N]
-#                 [--node-fixture F] [--kueue] [--all]      prints D/kubeconfig once healthy
+#                 [--node-fixture F] [--kueue] [--helm] [--all] [--apiserver-arg ARG]...
+#                                                         prints D/kubeconfig once healthy
 #   testbed.sh down --dir D                                 stops everything, removes D
 #   testbed.sh restart --dir D COMPONENT                    stop, then start with the same flags
 #   testbed.sh stop --dir D COMPONENT | start --dir D COMPONENT
@@ -156,7 +157,7 @@ define_core() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --endpoint-reconciler-type none --cert-dir "$dir/pki/apiserver-generated" \
-    --enable-priority-and-fairness=false --v=0
+    --enable-priority-and-fairness=false --v=0 "${APISERVER_ARGS[@]}"
 }
 
 define_optional() {
@@ -171,7 +172,7 @@ define_optional() {
       --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
       --authorization-always-allow-paths /healthz,/readyz,/livez,/metrics \
       --root-ca-file "$dir/pki/ca.crt" --service-account-private-key-file "$dir/pki/sa.key" \
-      --use-service-account-credentials=false --controllers '*,-nodeipam,-nodelifecycle'
+      --use-service-account-credentials=false --controllers '*,-nodeipam'
   fi
   if [ "$KWOK_NODES" -gt 0 ]; then
     local stages=$KWOK_BIN/../share/kwok
@@ -244,6 +245,8 @@ EOF
   kubectl_ create namespace kueue-system >/dev/null
   # Server-side: the CRDs are too large for client-side apply's annotation.
   kubectl_ apply --server-side -f "$share/crd" >/dev/null
+  # Kueue exits at start-up if its kinds are not served yet.
+  kubectl_ wait --for condition=established --timeout 60s -f "$share/crd" >/dev/null
   python3 "$here/kueue_webhooks.py" "$share/webhooks.yaml" "$KUEUE_WEBHOOK_PORT" "$dir/pki/ca.crt" \
     >"$dir/kueue/webhooks.json"
 }
@@ -263,16 +266,22 @@ load_env() {
 }
 
 cmd_up() {
-  [ ! -e "$dir/env" ] || die "$dir already holds a testbed; run down first"
+  if [ -e "$dir/env" ]; then
+    say "$dir holds a testbed left by an earlier run: stopping it first"
+    cmd_down
+  fi
   local projects=(etcd kubernetes)
   [ "$KWOK_NODES" -gt 0 ] && projects+=(kwok)
   [ "$WITH_KUEUE" = 1 ] && projects+=(kueue)
+  [ "$WITH_HELM" = 1 ] && projects+=(helm)
   local bins
   mapfile -t bins < <("$here/build-tools.sh" "${projects[@]}")
-  ETCD_BIN=${bins[0]} KUBE_BIN=${bins[1]} KWOK_BIN="" KUEUE_BIN=""
+  [ ${#bins[@]} -eq ${#projects[@]} ] || die "building ${projects[*]} failed"
+  ETCD_BIN=${bins[0]} KUBE_BIN=${bins[1]} KWOK_BIN="" KUEUE_BIN="" HELM_BIN=""
   local i=2
   [ "$KWOK_NODES" -gt 0 ] && { KWOK_BIN=${bins[$i]}; i=$((i + 1)); }
-  [ "$WITH_KUEUE" = 1 ] && KUEUE_BIN=${bins[$i]}
+  [ "$WITH_KUEUE" = 1 ] && { KUEUE_BIN=${bins[$i]}; i=$((i + 1)); }
+  [ "$WITH_HELM" = 1 ] && HELM_BIN=${bins[$i]}
 
   mkdir -p "$dir"/{cmd,pids,logs,kueue}
   dir=$(cd "$dir" && pwd)
@@ -280,9 +289,9 @@ cmd_up() {
   SCHEDULER_PORT=$(free_port) KCM_PORT=$(free_port) KWOK_PORT=$(free_port)
   KUEUE_WEBHOOK_PORT=$(free_port) KUEUE_HEALTH_PORT=$(free_port) KUEUE_METRICS_PORT=$(free_port)
   local v
-  for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
+  for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
     SCHEDULER_PORT KCM_PORT KWOK_PORT KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT \
-    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE; do
+    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$dir/env"
   printf 'KUBECONFIG=%q\n' "$dir/kubeconfig" >>"$dir/env"
@@ -334,7 +343,8 @@ cmd_compact() {
 [ $# -ge 1 ] || usage
 command=$1
 shift
-dir="" WITH_SCHEDULER=0 WITH_KCM=0 KWOK_NODES=0 WITH_KUEUE=0 NODE_FIXTURE="" component=""
+dir="" WITH_SCHEDULER=0 WITH_KCM=0 KWOK_NODES=0 WITH_KUEUE=0 WITH_HELM=0 NODE_FIXTURE="" component=""
+APISERVER_ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) dir=$2; shift ;;
@@ -343,7 +353,10 @@ while [ $# -gt 0 ]; do
     --kwok-nodes) KWOK_NODES=$2; shift ;;
     --node-fixture) NODE_FIXTURE=$2; shift ;;
     --kueue) WITH_KUEUE=1 ;;
-    --all) WITH_SCHEDULER=1 WITH_KCM=1 WITH_KUEUE=1; [ "$KWOK_NODES" -gt 0 ] || KWOK_NODES=2 ;;
+    --helm) WITH_HELM=1 ;;
+    --apiserver-arg) APISERVER_ARGS+=("$2"); shift ;;
+    --apiserver-arg=*) APISERVER_ARGS+=("${1#--apiserver-arg=}") ;;
+    --all) WITH_SCHEDULER=1 WITH_KCM=1 WITH_KUEUE=1 WITH_HELM=1; [ "$KWOK_NODES" -gt 0 ] || KWOK_NODES=2 ;;
     -h | --help) usage ;;
     -*) die "unknown flag $1" ;;
     *) component=$1 ;;

@@ -39,5 +39,33 @@ TEST(ToYaml, NestedListsAndEmptyContainers) {
   EXPECT_NE(yaml.find("  - accelerators: []\n    id: a10g"), std::string::npos) << yaml;
 }
 
+TEST(FromYaml, TypesAnchorsAndSeveralDocuments) {
+  auto docs = FromYaml(R"(
+a: &x {n: 1, f: 2.5, b: true, s: "8.6", z: null, plain: v1}
+b: *x
+---
+---
+- 1
+- "2"
+)");
+  ASSERT_TRUE(docs) << docs.error();
+  ASSERT_EQ(docs->size(), 2u);
+  const nlohmann::json& first = (*docs)[0];
+  EXPECT_EQ(first["a"]["n"], 1);
+  EXPECT_EQ(first["a"]["f"], 2.5);
+  EXPECT_EQ(first["a"]["b"], true);
+  EXPECT_EQ(first["a"]["s"], "8.6");
+  EXPECT_TRUE(first["a"]["z"].is_null());
+  EXPECT_EQ(first["a"]["plain"], "v1");
+  EXPECT_EQ(first["b"], first["a"]);
+  EXPECT_EQ((*docs)[1], nlohmann::json::parse(R"([1, "2"])"));
+  auto round_trip = FromYaml(ToYaml(first));
+  ASSERT_TRUE(round_trip);
+  EXPECT_EQ((*round_trip)[0], first);
+  auto bad = FromYaml("a: [1, 2");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("YAML"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpustack

@@ -110,7 +110,8 @@ contexts: [{name: c, context: {cluster: x}}]
 }
 
 TEST(Kubeconfig, FilesRelativeToTheKubeconfigAndFirstFileWins) {
-  auto dir = std::filesystem::temp_directory_path() / ("kubeconfig-test-" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kubeconfig-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "pki");
   std::ofstream(dir / "pki" / "ca.crt") << "CA-FROM-FILE";
   std::ofstream(dir / "first") << R"(

@@ -22,15 +22,17 @@ TEST(Paths, CoreGroupsNamespacesAndSubresources) {
 }
 
 TEST(ApiErrors, StatusReasonAndMessage) {
-  Error e = ApiError(409,
-                     R"({"kind":"Status","status":"Failure","reason":"Conflict","message":"the object has been modified","code":409})",
-                     "PUT /x");
+  Error e = ApiError(
+      409,
+      R"({"kind":"Status","status":"Failure","reason":"Conflict","message":"the object has been modified","code":409})",
+      "PUT /x");
   EXPECT_EQ(e.code, 409);
   EXPECT_EQ(e.reason, "Conflict");
   EXPECT_EQ(e.message, "PUT /x: HTTP 409 Conflict: the object has been modified");
   EXPECT_TRUE(IsConflict(e));
   EXPECT_FALSE(IsNotFound(e));
-  Error exists = ApiError(409, R"({"kind":"Status","reason":"AlreadyExists","message":"m"})", "POST /x");
+  Error exists =
+      ApiError(409, R"({"kind":"Status","reason":"AlreadyExists","message":"m"})", "POST /x");
   EXPECT_TRUE(IsAlreadyExists(exists));
   EXPECT_FALSE(IsConflict(exists));
   Error plain = ApiError(502, "bad gateway", "GET /y");
@@ -45,9 +47,12 @@ TEST(ObjectKeys, NamespacedAndClusterScoped) {
 
 TEST(WatchDecoder, EventsSplitAcrossPieces) {
   std::string stream =
-      R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})" "\n"
-      R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})" "\n"
-      R"({"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"10"}}})" "\n";
+      R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})"
+      "\n"
+      R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})"
+      "\n"
+      R"({"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"10"}}})"
+      "\n";
   for (size_t cut = 1; cut < stream.size(); cut += 7) {
     WatchDecoder decoder;
     std::vector<std::pair<WatchEventType, std::string>> seen;
@@ -69,14 +74,19 @@ TEST(WatchDecoder, ErrorsAndEarlyStop) {
   WatchDecoder decoder;
   int count = 0;
   auto stop_after_one = [&](WatchEvent&) { return ++count < 1; };
-  ASSERT_TRUE(decoder.Feed(R"({"type":"ADDED","object":{}})" "\n" R"({"type":"ADDED","object":{}})" "\n",
+  ASSERT_TRUE(decoder.Feed(R"({"type":"ADDED","object":{}})"
+                           "\n"
+                           R"({"type":"ADDED","object":{}})"
+                           "\n",
                            stop_after_one));
   EXPECT_EQ(count, 1);
   WatchDecoder broken;
   auto bad = broken.Feed("{not json}\n", [](WatchEvent&) { return true; });
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("not a watch event"), std::string::npos);
-  auto unknown = broken.Feed(R"({"type":"RENAMED","object":{}})" "\n", [](WatchEvent&) { return true; });
+  auto unknown = broken.Feed(R"({"type":"RENAMED","object":{}})"
+                             "\n",
+                             [](WatchEvent&) { return true; });
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().find("unknown event type"), std::string::npos);
 }

@@ -40,7 +40,7 @@ TEST(WorkQueue, RateLimitedBackoffGrowsAndForgetResets) {
   EXPECT_EQ(queue.Requeues("k"), 2);
   EXPECT_EQ(queue.Length(), 0u);  // delayed, not ready
   auto start = WorkQueue::Clock::now();
-  EXPECT_EQ(*queue.Get(), "k");   // the earlier delay (20 ms) wins
+  EXPECT_EQ(*queue.Get(), "k");  // the earlier delay (20 ms) wins
   EXPECT_GE(WorkQueue::Clock::now() - start, std::chrono::milliseconds(10));
   queue.Done("k");
   queue.Forget("k");

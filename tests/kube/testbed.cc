@@ -1,0 +1,139 @@
+#include "tests/kube/testbed.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "host/common/yaml.h"
+
+namespace gpustack::kube::testing {
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    ADD_FAILURE() << name
+                  << " is not set: run this test through ctest, whose fixture starts the "
+                     "control plane";
+    return {};
+  }
+  return value;
+}
+
+}  // namespace
+
+// Values are written with printf %q; paths in the testbed need no unquoting.
+std::string TestbedEnv(const std::string& key) {
+  std::ifstream in(TestbedDir() + "/env");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + "=", 0) == 0) {
+      return line.substr(key.size() + 1);
+    }
+  }
+  ADD_FAILURE() << "no " << key << " in " << TestbedDir() << "/env";
+  return {};
+}
+
+std::string TestbedDir() { return Env("GPUSTACK_TESTBED_DIR"); }
+
+ClientConfig TestbedConfig() {
+  auto config = LoadKubeconfig({Env("KUBECONFIG")});
+  EXPECT_TRUE(config) << config.error();
+  return config ? *config : ClientConfig{};
+}
+
+std::unique_ptr<Client> TestbedClient(ClientOptions options) {
+  auto client = Client::Create(TestbedConfig(), options);
+  EXPECT_TRUE(client) << client.error();
+  return client ? std::move(*client) : nullptr;
+}
+
+std::string Run(const std::string& command, int* status) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return output;
+  }
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
+    output.append(buffer.data(), n);
+  }
+  int raw = pclose(pipe);
+  if (status != nullptr) {
+    *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  }
+  return output;
+}
+
+int Testbed(const std::string& command, const std::string& args) {
+  int status = 0;
+  std::string output =
+      Run(Env("GPUSTACK_TESTBED_SCRIPT") + " " + command + " --dir " + TestbedDir() + " " + args,
+          &status);
+  if (status != 0) {
+    ADD_FAILURE() << "testbed " << command << " " << args << " failed:\n" << output;
+  }
+  return status;
+}
+
+std::string Kubectl(const std::string& args, int* status) {
+  return Run(TestbedEnv("KUBE_BIN") + "/kubectl --kubeconfig " + Env("KUBECONFIG") + " " + args,
+             status);
+}
+
+std::string CreateNamespace(Client& client, const std::string& prefix) {
+  static std::mt19937 random(std::random_device{}());
+  std::string name = prefix + "-" + std::to_string(random() % 1000000);
+  Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}};
+  auto created = client.Create(resources::Namespaces(), ns);
+  EXPECT_TRUE(created) << created.error();
+  return name;
+}
+
+void ApplyCrds(Client& client, const std::string& path, const std::string& field_manager) {
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto documents = FromYaml(text.str());
+  ASSERT_TRUE(documents) << path << ": " << documents.error();
+  for (const Json& doc : *documents) {
+    std::string api_version = doc.value("apiVersion", "");
+    size_t slash = api_version.find('/');
+    ASSERT_EQ(doc.value("kind", ""), "CustomResourceDefinition")
+        << "only CRD files are applied here";
+    ASSERT_NE(slash, std::string::npos);
+    auto applied = client.Apply(resources::CustomResourceDefinitions(), doc, {field_manager, true});
+    ASSERT_TRUE(applied) << path << ": " << applied.error();
+  }
+}
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (done()) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Json ConfigMap(const std::string& ns, const std::string& name, Json data) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"data", std::move(data)}};
+}
+
+}  // namespace gpustack::kube::testing

@@ -1,0 +1,41 @@
+// What the integration tests share: a client for the control plane that the CTest fixture
+// started (KUBECONFIG, GPUSTACK_TESTBED_DIR), the testbed script, kubectl, and waiting.
+#ifndef GPUSTACK_TESTS_KUBE_TESTBED_H_
+#define GPUSTACK_TESTS_KUBE_TESTBED_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "host/kube/client.h"
+
+namespace gpustack::kube::testing {
+
+std::string TestbedDir();
+// A value from the testbed's env file (KUBE_BIN, HELM_BIN, ports ...).
+std::string TestbedEnv(const std::string& key);
+ClientConfig TestbedConfig();
+std::unique_ptr<Client> TestbedClient(ClientOptions options = {});
+
+// Runs `testbed.sh <command> --dir <dir> <args>`; returns its exit status.
+int Testbed(const std::string& command, const std::string& args = {});
+// Runs kubectl against the testbed; the output (stdout and stderr) and exit status.
+std::string Kubectl(const std::string& args, int* status = nullptr);
+// A shell command's output and exit status.
+std::string Run(const std::string& command, int* status = nullptr);
+
+// A fresh namespace for one test.
+std::string CreateNamespace(Client& client, const std::string& prefix);
+// Applies every CustomResourceDefinition of a YAML file with server-side apply.
+void ApplyCrds(Client& client, const std::string& path, const std::string& field_manager);
+
+// Polls `done` every 50 ms until it is true or `timeout` passes; returns the last answer.
+bool WaitFor(const std::function<bool()>& done,
+             std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+Json ConfigMap(const std::string& ns, const std::string& name, Json data = Json::object());
+
+}  // namespace gpustack::kube::testing
+
+#endif  // GPUSTACK_TESTS_KUBE_TESTBED_H_
