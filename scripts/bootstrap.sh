@@ -14,6 +14,8 @@ packages=(
   libssl-dev                # TLS (Kubernetes client, webhook and metrics servers)
   libpci-dev                # the host's PCI inventory
   libyaml-cpp-dev           # YAML output of detect and monitor
+  # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
+  openssl curl python3 python3-yaml
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # libFuzzer targets (GPUSTACK_FUZZ)

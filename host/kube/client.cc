@@ -56,12 +56,13 @@ void Client::WaitForRateLimit() {
   }
 }
 
-Result<HttpResponse> Client::Exchange(const HttpRequest& request, bool retry) {
+Result<HttpResponse> Client::Exchange(const HttpRequest& request, bool retry,
+                                      std::chrono::milliseconds timeout) {
   static thread_local std::minstd_rand jitter(std::random_device{}());
   std::chrono::milliseconds backoff(200);
   for (int attempt = 0;; ++attempt) {
     WaitForRateLimit();
-    auto response = transport_->Send(request, Clock::now() + options_.timeout);
+    auto response = transport_->Send(request, Clock::now() + timeout);
     bool again =
         retry && attempt < options_.max_retries && (!response || Retryable(response->status));
     if (!again) {
@@ -77,11 +78,12 @@ Result<HttpResponse> Client::Exchange(const HttpRequest& request, bool retry) {
 }
 
 Result<Json> Client::Request(std::string method, std::string target, const Json* body,
-                             std::string content_type, bool retry) {
+                             std::string content_type, bool retry,
+                             std::chrono::milliseconds timeout) {
   HttpRequest request{std::move(method), std::move(target), body ? body->dump() : "",
                       body ? std::move(content_type) : ""};
   std::string what = request.method + " " + request.target;
-  auto response = Exchange(request, retry);
+  auto response = Exchange(request, retry, timeout.count() > 0 ? timeout : options_.timeout);
   if (!response) {
     return Error{response.error(), 0};
   }
@@ -235,6 +237,7 @@ Status Client::Watch(const ResourceType& type, std::string_view ns, const WatchO
   WaitForRateLimit();
 
   int status = 0;
+  bool handler_done = false;
   WatchDecoder decoder;
   Status decode_failure = Ok{};
   std::optional<Error> stream_error;
@@ -252,9 +255,10 @@ Status Client::Watch(const ResourceType& type, std::string_view ns, const WatchO
             stream_error = ApiError(code == 0 ? 500 : code, event.object.dump(), "watch " + target);
             return false;
           }
-          return on_event(event);
+          handler_done = !on_event(event);
+          return !handler_done;
         });
-        return decode_failure.ok() && !stream_error;
+        return decode_failure.ok() && !stream_error && !handler_done;
       },
       &error_body, stop);
   if (!streamed) {

@@ -100,15 +100,19 @@ class Client {
                const std::function<bool(WatchEvent&)>& on_event, std::stop_token stop = {});
 
   // Any request, for what the typed verbs do not cover. Non-2xx answers become Errors.
+  // `retry`: repeat on 429/5xx and transport failures (reads and idempotent writes only).
+  // `timeout`: this request's deadline instead of the client's (0: the client's).
   Result<Json> Request(std::string method, std::string target, const Json* body = nullptr,
-                       std::string content_type = "application/json", bool retry = false);
+                       std::string content_type = "application/json", bool retry = false,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   const ClientConfig& config() const { return transport_->config(); }
   const ClientOptions& options() const { return options_; }
 
  private:
   Client(std::unique_ptr<Transport> transport, ClientOptions options);
-  Result<HttpResponse> Exchange(const HttpRequest& request, bool retry);
+  Result<HttpResponse> Exchange(const HttpRequest& request, bool retry,
+                                std::chrono::milliseconds timeout);
   void WaitForRateLimit();
 
   std::unique_ptr<Transport> transport_;

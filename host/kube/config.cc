@@ -129,6 +129,12 @@ Result<ClientConfig> Resolve(const MergedConfig& merged, std::string_view wanted
   }
   config.ca_pem = std::move(*ca);
   config.insecure_skip_tls_verify = Scalar(c, "insecure-skip-tls-verify") == "true";
+  if (config.insecure_skip_tls_verify && !config.ca_pem.empty()) {
+    // kubectl refuses this too: which of the two was meant is anyone's guess.
+    return Error{config.source +
+                 ": insecure-skip-tls-verify and a certificate authority together; "
+                 "remove one"};
+  }
   config.tls_server_name = Scalar(c, "tls-server-name");
   if (std::string ns = Scalar(ctx, "namespace"); !ns.empty()) {
     config.namespace_name = ns;
@@ -210,6 +216,10 @@ Status ParseServerUrl(std::string_view url, ClientConfig& config) {
     std::string_view after = authority.substr(close + 1);
     config.port = after.starts_with(':') ? std::string(after.substr(1)) : "443";
   } else {
+    if (authority.find(':') != authority.rfind(':')) {
+      return Error{"server \"" + std::string(url) +
+                   "\": an IPv6 address needs brackets, as in https://[fd00::1]:6443"};
+    }
     size_t colon = authority.rfind(':');
     config.host = std::string(authority.substr(0, colon));
     config.port =
@@ -218,7 +228,8 @@ Status ParseServerUrl(std::string_view url, ClientConfig& config) {
   if (config.host.empty()) {
     return Error{"server \"" + std::string(url) + "\" has no host"};
   }
-  if (config.port.empty() || config.port.find_first_not_of("0123456789") != std::string::npos ||
+  if (config.port.empty() || config.port.size() > 5 ||
+      config.port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(config.port) == 0 || std::stoul(config.port) > 65535) {
     return Error{"server \"" + std::string(url) + "\" has an invalid port"};
   }
@@ -293,7 +304,8 @@ Result<ClientConfig> LoadInClusterConfig(const std::map<std::string, std::string
   }
   if (auto ns = ReadFile(account_dir / "namespace", "namespace"); ns && !ns->empty()) {
     config.namespace_name = *ns;
-    while (!config.namespace_name.empty() && std::isspace(config.namespace_name.back())) {
+    while (!config.namespace_name.empty() &&
+           std::isspace(static_cast<unsigned char>(config.namespace_name.back()))) {
       config.namespace_name.pop_back();
     }
   }

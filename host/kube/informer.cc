@@ -131,7 +131,7 @@ void Informer::Upsert(ObjectPtr object) {
   }
 }
 
-void Informer::Remove(const std::string& key) {
+void Informer::Remove(const std::string& key, ObjectPtr final_state) {
   ObjectPtr before;
   {
     std::unique_lock lock(cache_mutex_);
@@ -143,9 +143,11 @@ void Informer::Remove(const std::string& key) {
     IndexLocked(key, before.get(), nullptr);
     objects_.erase(it);
   }
+  // Handlers see the object as it was deleted (finalizers, last status) when the watch said so.
+  const ObjectPtr& deleted = final_state ? final_state : before;
   for (const auto& handler : handlers_) {
     if (handler.on_delete) {
-      handler.on_delete(before);
+      handler.on_delete(deleted);
     }
   }
 }
@@ -181,14 +183,14 @@ Status Informer::ListAndReplace(std::stop_token stop) {
     }
   }
   for (const auto& key : vanished) {
-    Remove(key);
+    Remove(key, nullptr);
   }
   {
     std::lock_guard lock(state_mutex_);
     stats_.lists++;
     stats_.resource_version = list->resource_version;
+    synced_ = true;  // under the lock, so WaitForSync cannot miss the notification
   }
-  synced_ = true;
   state_changed_.notify_all();
   return Ok{};
 }
@@ -218,6 +220,7 @@ void Informer::Run(std::stop_token stop) {
         continue;
       }
       need_list = false;
+      backoff = options_.initial_backoff;
     }
     WatchOptions watch;
     {
@@ -237,9 +240,11 @@ void Informer::Run(std::stop_token stop) {
             case WatchEventType::kModified:
               Upsert(std::make_shared<const Json>(std::move(event.object)));
               break;
-            case WatchEventType::kDeleted:
-              Remove(ObjectKey(event.object));
+            case WatchEventType::kDeleted: {
+              auto deleted = std::make_shared<const Json>(std::move(event.object));
+              Remove(ObjectKey(*deleted), deleted);
               break;
+            }
             case WatchEventType::kBookmark:
             case WatchEventType::kError:
               break;

@@ -81,7 +81,7 @@ class Informer {
   void Run(std::stop_token stop);
   Status ListAndReplace(std::stop_token stop);
   void Upsert(ObjectPtr object);
-  void Remove(const std::string& key);
+  void Remove(const std::string& key, ObjectPtr final_state);
   void IndexLocked(const std::string& key, const Json* before, const Json* after);
   bool SleepFor(std::chrono::milliseconds delay, std::stop_token stop);
 

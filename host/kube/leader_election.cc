@@ -37,16 +37,27 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
 LeaderElector::LeaderElector(Client& client, LeaderElectionConfig config)
     : client_(client), config_(std::move(config)) {}
 
-LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
-  auto lease_seconds = std::max<int64_t>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenew(std::chrono::milliseconds budget) {
+  // Every call is bounded by what is left of `budget` and never retried: a leader must know
+  // within its renew deadline whether it still leads.
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
+  };
+  auto log = Logger("leader");
+  int64_t lease_seconds = LeaseSeconds();
   std::string now = FormatMicroTime(std::chrono::system_clock::now());
   const ResourceType leases = resources::Leases();
-  auto current = client_.Get(leases, config_.lease_namespace, config_.lease_name);
+  std::string path = ObjectPath(leases, config_.lease_namespace, config_.lease_name);
+  if (left().count() <= 0) {
+    return Attempt::kFailed;
+  }
+  auto current = client_.Request("GET", path, nullptr, "", false, left());
   if (!current) {
     if (!IsNotFound(current.failure())) {
-      Logger("leader")->warn("reading Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
-                             current.error());
+      log->warn("reading Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
+                current.error());
       return Attempt::kFailed;
     }
     Json lease = {
@@ -59,7 +70,11 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
           {"acquireTime", now},
           {"renewTime", now},
           {"leaseTransitions", 0}}}};
-    auto created = client_.Create(leases, lease);
+    if (left().count() <= 0) {
+      return Attempt::kFailed;
+    }
+    auto created = client_.Request("POST", CollectionPath(leases, config_.lease_namespace), &lease,
+                                   "application/json", false, left());
     if (!created) {
       return IsAlreadyExists(created.failure()) ? Attempt::kHeldByOther : Attempt::kFailed;
     }
@@ -68,15 +83,13 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
     return Attempt::kAcquired;
   }
   Json& lease = *current;
-  Json spec = lease.contains("spec") ? lease["spec"] : Json::object();
+  Json spec = lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : Json::object();
   if (spec != observed_spec_) {
     observed_spec_ = spec;
     observed_at_ = std::chrono::steady_clock::now();
   }
   std::string holder = spec.value("holderIdentity", "");
-  if (holder != reported_leader_) {
-    reported_leader_ = holder;
-  }
+  reported_leader_ = holder;
   int64_t held_for = spec.value("leaseDurationSeconds", lease_seconds);
   bool expired = std::chrono::steady_clock::now() > observed_at_ + std::chrono::seconds(held_for);
   if (!holder.empty() && holder != config_.identity && !expired) {
@@ -91,25 +104,39 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
     next["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
   }
   lease["spec"] = next;
+  if (left().count() <= 0) {
+    return Attempt::kFailed;
+  }
   // The resourceVersion read above makes this a compare-and-swap: two candidates that both
   // saw an expired Lease cannot both win.
-  auto updated = client_.Update(leases, lease);
+  auto updated = client_.Request("PUT", path, &lease, "application/json", false, left());
   if (!updated) {
-    if (!IsConflict(updated.failure())) {
-      Logger("leader")->warn("updating Lease {}/{}: {}", config_.lease_namespace,
-                             config_.lease_name, updated.error());
+    if (IsConflict(updated.failure())) {
+      return holder == config_.identity ? Attempt::kFailed : Attempt::kHeldByOther;
     }
+    log->warn("updating Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
+              updated.error());
     return Attempt::kFailed;
   }
   observed_spec_ = (*updated)["spec"];
   observed_at_ = std::chrono::steady_clock::now();
+  reported_leader_ = config_.identity;
   return Attempt::kAcquired;
+}
+
+int64_t LeaderElector::LeaseSeconds() const {
+  // Rounded up: a shorter lease than configured could expire before the leader steps down.
+  auto ms = config_.lease_duration.count();
+  return std::max<int64_t>(1, (ms + 999) / 1000);
 }
 
 void LeaderElector::Release() {
   const ResourceType leases = resources::Leases();
-  auto current = client_.Get(leases, config_.lease_namespace, config_.lease_name);
-  if (!current || (*current)["spec"].value("holderIdentity", "") != config_.identity) {
+  auto current =
+      client_.Request("GET", ObjectPath(leases, config_.lease_namespace, config_.lease_name),
+                      nullptr, "", false, config_.renew_deadline);
+  if (!current || !(*current)["spec"].is_object() ||
+      (*current)["spec"].value("holderIdentity", "") != config_.identity) {
     return;
   }
   std::string now = FormatMicroTime(std::chrono::system_clock::now());
@@ -118,7 +145,10 @@ void LeaderElector::Release() {
   spec["leaseDurationSeconds"] = 1;
   spec["renewTime"] = now;
   spec["acquireTime"] = now;
-  if (auto released = client_.Update(leases, *current); !released) {
+  if (auto released =
+          client_.Request("PUT", ObjectPath(leases, config_.lease_namespace, config_.lease_name),
+                          &*current, "application/json", false, config_.renew_deadline);
+      !released) {
     Logger("leader")->warn("releasing Lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
                            released.error());
   }
@@ -143,15 +173,19 @@ Status LeaderElector::Run(std::stop_token stop, const LeaderCallbacks& callbacks
     }
   };
   // Campaign.
+  bool acquired = false;
   while (!stop.stop_requested()) {
-    Attempt attempt = TryAcquireOrRenew();
+    acquired = TryAcquireOrRenew(config_.renew_deadline) == Attempt::kAcquired;
     report_leader();
-    if (attempt == Attempt::kAcquired) {
+    if (acquired) {
       break;
     }
     SleepJittered(config_.retry_period, stop);
   }
   if (stop.stop_requested()) {
+    if (acquired) {
+      Release();  // won just as we were told to stop: let a successor in at once
+    }
     return Ok{};
   }
   leader_ = true;
@@ -162,15 +196,26 @@ Status LeaderElector::Run(std::stop_token stop, const LeaderCallbacks& callbacks
   if (callbacks.on_started_leading) {
     leading = std::jthread([&callbacks](std::stop_token s) { callbacks.on_started_leading(s); });
   }
-  // Lead: renew until the deadline passes without a successful renewal.
+  // Lead: renew until the deadline passes without a successful renewal. A renewal counts from
+  // when it was sent, and no call outlives the deadline, so we stop leading before any other
+  // candidate can consider the Lease expired (lease duration > renew deadline).
   auto renewed_at = std::chrono::steady_clock::now();
   while (!stop.stop_requested()) {
     if (!SleepJittered(config_.retry_period, stop)) {
       break;
     }
-    if (TryAcquireOrRenew() == Attempt::kAcquired) {
-      renewed_at = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - renewed_at > config_.renew_deadline) {
+    auto sent_at = std::chrono::steady_clock::now();
+    auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
+        renewed_at + config_.renew_deadline - sent_at);
+    Attempt attempt = budget.count() > 0 ? TryAcquireOrRenew(budget) : Attempt::kFailed;
+    if (attempt == Attempt::kAcquired) {
+      renewed_at = sent_at;
+    } else if (attempt == Attempt::kHeldByOther) {
+      report_leader();
+      log->warn("{} lost {}/{} to {}: stepping down", config_.identity, config_.lease_namespace,
+                config_.lease_name, reported_leader_);
+      break;
+    } else if (std::chrono::steady_clock::now() - renewed_at >= config_.renew_deadline) {
       log->warn("{} could not renew {}/{} within {} ms: stepping down", config_.identity,
                 config_.lease_namespace, config_.lease_name, config_.renew_deadline.count());
       break;

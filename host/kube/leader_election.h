@@ -44,7 +44,8 @@ class LeaderElector {
 
  private:
   enum class Attempt { kAcquired, kHeldByOther, kFailed };
-  Attempt TryAcquireOrRenew();
+  Attempt TryAcquireOrRenew(std::chrono::milliseconds budget);
+  int64_t LeaseSeconds() const;
   void Release();
 
   Client& client_;

@@ -3,6 +3,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -120,6 +121,9 @@ class Connection {
                            });
     ioc_.restart();
     ioc_.run_until(deadline);
+    if (ec == asio::error::would_block) {
+      return Error{"cannot resolve " + config.host + ": deadline exceeded", 0};
+    }
     if (ec) {
       return Error{"cannot resolve " + config.host + ": " + ec.message(), 0};
     }
@@ -150,8 +154,11 @@ class Connection {
              [&](auto handler) { stream_.async_handshake(ssl::stream_base::client, handler); });
     if (ec) {
       std::string why = Describe(ec);
-      long verify = SSL_get_verify_result(handle);
-      if (verify != X509_V_OK) {
+      long verify = config.insecure_skip_tls_verify ? X509_V_OK : SSL_get_verify_result(handle);
+      if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+        why = "the server's certificate is not valid for \"" + name +
+              "\" (check the server address, or set tls-server-name)";
+      } else if (verify != X509_V_OK) {
         why = "the server's certificate was not accepted: " +
               std::string(X509_verify_cert_error_string(verify)) +
               " (is the kubeconfig's certificate-authority the server's CA?)";
@@ -171,6 +178,15 @@ class Connection {
   void Cancel() {
     asio::post(ioc_, [this] { beast::get_lowest_layer(stream_).cancel(); });
   }
+
+  // An idle kept-alive connection the server has closed (or sent anything on) is readable;
+  // reusing it would fail or read garbage, so it is dropped before use, as Go's client does.
+  bool StillIdle() {
+    pollfd fd{beast::get_lowest_layer(stream_).socket().native_handle(), POLLIN | POLLRDHUP, 0};
+    return ::poll(&fd, 1, 0) == 0;
+  }
+
+  Clock::time_point idle_since{};
 
   void Close() {
     beast::error_code ignored;
@@ -209,6 +225,11 @@ Result<std::unique_ptr<Transport>> Transport::Create(const ClientConfig& config,
     } else {
       context.add_certificate_authority(asio::buffer(config.ca_pem), ec);
     }
+    if (ec && config.ca_pem.empty()) {
+      return Error{
+          config.source + ": cannot load the system's trusted certificates (" + ec.message() + ")",
+          0};
+    }
     if (ec) {
       return Error{config.source + ": the certificate authority is not a valid PEM certificate (" +
                        ec.message() + ")",
@@ -233,13 +254,19 @@ Result<std::unique_ptr<Transport>> Transport::Create(const ClientConfig& config,
 }
 
 Result<std::unique_ptr<Connection>> Transport::Acquire(Clock::time_point deadline, bool* reused) {
-  {
+  // Servers close idle connections (the apiserver after 90 s); ours expire a little sooner.
+  constexpr auto kMaxIdleTime = std::chrono::seconds(60);
+  if (*reused) {  // the caller wants a fresh one
+    *reused = false;
+  } else {
     std::lock_guard lock(pool_mutex_);
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       auto connection = std::move(idle_.back());
       idle_.pop_back();
-      *reused = true;
-      return connection;
+      if (Clock::now() - connection->idle_since < kMaxIdleTime && connection->StillIdle()) {
+        *reused = true;
+        return connection;
+      }
     }
   }
   *reused = false;
@@ -251,9 +278,10 @@ Result<std::unique_ptr<Connection>> Transport::Acquire(Clock::time_point deadlin
 }
 
 void Transport::Release(std::unique_ptr<Connection> connection) {
-  constexpr size_t kMaxIdle = 8;
+  constexpr size_t kMaxIdleConnections = 8;
+  connection->idle_since = Clock::now();
   std::lock_guard lock(pool_mutex_);
-  if (idle_.size() < kMaxIdle) {
+  if (idle_.size() < kMaxIdleConnections) {
     idle_.push_back(std::move(connection));
   }
 }
@@ -277,7 +305,8 @@ void PrepareRequest(Request& req, const HttpRequest& request, const ClientConfig
   req.method_string(request.method);
   req.target(config.path_prefix + request.target);
   req.version(11);
-  req.set(http::field::host, config.host + ":" + config.port);
+  bool ipv6 = config.host.find(':') != std::string::npos;
+  req.set(http::field::host, (ipv6 ? "[" + config.host + "]" : config.host) + ":" + config.port);
   req.set(http::field::user_agent, user_agent);
   req.set(http::field::accept, "application/json");
   if (!authorization.empty()) {
@@ -305,12 +334,14 @@ std::chrono::seconds RetryAfter(const http::fields& headers) {
 }  // namespace
 
 Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_point deadline) {
-  for (int attempt = 0;; ++attempt) {
+  bool refreshed_token = false;
+  bool fresh_connection = false;
+  for (;;) {
     auto authorization = Authorization();
     if (!authorization) {
       return authorization.failure();
     }
-    bool reused = false;
+    bool reused = fresh_connection;  // true asks Acquire for a new connection
     auto connection = Acquire(deadline, &reused);
     if (!connection) {
       return connection.failure();
@@ -320,6 +351,7 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
     PrepareRequest(req, request, config_, user_agent_, *authorization);
     beast::error_code ec =
         c.Run(deadline, [&](auto handler) { http::async_write(c.stream_, req, handler); });
+    bool written = !ec;
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
     if (!ec) {
@@ -327,10 +359,13 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
                  [&](auto handler) { http::async_read(c.stream_, c.buffer_, parser, handler); });
     }
     if (ec) {
-      // A kept-alive connection the server closed meanwhile fails before any answer: retry once
-      // on a fresh one. Nothing was processed, because nothing was answered.
-      bool nothing_read = !parser.got_some();
-      if (reused && nothing_read && attempt == 0 && ec != beast::error::timeout) {
+      // A kept-alive connection can still die between the check in Acquire and our write.
+      // Retry once on a fresh connection if the server cannot have acted on the request: the
+      // write failed, or the method is safe to repeat.
+      bool repeatable = !written || request.method == "GET" || request.method == "HEAD";
+      if (reused && !fresh_connection && !parser.got_some() && repeatable &&
+          ec != beast::error::timeout) {
+        fresh_connection = true;
         continue;
       }
       return Error{request.method + " " + request.target + ": " + Connection::Describe(ec), 0};
@@ -341,7 +376,8 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
     if (res.keep_alive()) {
       Release(std::move(*connection));
     }
-    if (response.status == 401 && tokens_.FromFile() && attempt == 0) {
+    if (response.status == 401 && tokens_.FromFile() && !refreshed_token) {
+      refreshed_token = true;
       tokens_.Invalidate();  // the token may have rotated since it was read
       continue;
     }
@@ -361,14 +397,14 @@ Status Transport::Stream(const HttpRequest& request, Clock::time_point header_de
   // A stream gets its own connection and never returns it to the pool.
   auto connection = std::make_unique<Connection>(tls_->context);
   Connection& c = *connection;
-  if (Status opened = c.Open(config_, header_deadline); !opened) {
-    return opened;
-  }
   std::atomic<bool> stopped{false};
   std::stop_callback on_stop(stop, [&] {
     stopped = true;
-    c.Cancel();
+    c.Cancel();  // also ends a connect or handshake in progress
   });
+  if (Status opened = c.Open(config_, header_deadline); !opened) {
+    return stopped ? Status(Ok{}) : opened;
+  }
   http::request<http::string_body> req;
   PrepareRequest(req, request, config_, user_agent_, *authorization);
   beast::error_code ec =

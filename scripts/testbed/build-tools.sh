@@ -80,7 +80,13 @@ build() {
   hash=$({ cat "$dir/go.mod" "$dir/go.sum"; declare -f module_version "recipe_$project"; } |
     sha256sum | cut -c1-12)
   out="$cache/$project-$hash"
+  mkdir -p "$cache"
+  # One build per project at a time (parallel ctest fixtures may all ask at once).
+  local lock
+  exec {lock}>"$cache/.$project.lock"
+  flock "$lock"
   if [ -f "$out/.complete" ]; then
+    exec {lock}>&-
     echo "$out/bin"
     return 0
   fi
@@ -90,6 +96,7 @@ build() {
   (cd "$dir" && "recipe_$project" "$out/bin")
   echo "built $project in $((SECONDS - started)) s" >&2
   touch "$out/.complete"
+  exec {lock}>&-
   # Older builds of the same project are superseded.
   find "$cache" -mindepth 1 -maxdepth 1 -name "$project-*" ! -path "$out" -exec rm -rf {} +
   echo "$out/bin"

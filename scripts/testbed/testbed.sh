@@ -7,13 +7,15 @@
 #   testbed.sh up --dir D [--scheduler] [--controller-manager] [--kwok-nodes N]
 #                 [--node-fixture F] [--kueue] [--helm] [--all] [--apiserver-arg ARG]...
 #                                                         prints D/kubeconfig once healthy
-#   testbed.sh down --dir D                                 stops everything, removes D
+#   testbed.sh down --dir D [--logs-to L]                   stops everything, removes D
+#                                                         (keeping the logs in L if given)
 #   testbed.sh restart --dir D COMPONENT                    stop, then start with the same flags
 #   testbed.sh stop --dir D COMPONENT | start --dir D COMPONENT
 #   testbed.sh compact --dir D                              compacts etcd to its newest revision
 #
 # D/env holds the ports and paths (sourceable); D/logs/<component>.log the output.
 set -euo pipefail
+umask 077  # the directory holds a system:masters key and kubeconfig
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
@@ -22,8 +24,15 @@ say() { echo "testbed: $*" >&2; }
 
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# N distinct free ports, all held open until every one is chosen, so none repeats.
+free_ports() {
+  python3 -c 'import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    held.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
 # Waits until a command succeeds, up to $1 seconds; names the component and its log on failure.
@@ -67,6 +76,7 @@ make_pki() {
     issue webhook "/CN=testbed-webhooks" "IP:127.0.0.1,DNS:localhost" serverAuth
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ca.key ca.srl  # nothing is issued later; the CA key need not outlive the start
   )
 }
 
@@ -104,9 +114,19 @@ define() {
   echo >>"$dir/cmd/$component"
 }
 
+# Is the recorded process alive and ours (its command line names this directory)? A stale pid
+# file must never make us signal an unrelated process.
+component_pid() {
+  local pid
+  pid=$(cat "$dir/pids/$1" 2>/dev/null) || return 1
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir" || return 1
+  echo "$pid"
+}
+
 start_component() {
   local component=$1
   [ -f "$dir/cmd/$component" ] || die "no component $component in $dir"
+  ! component_pid "$component" >/dev/null || die "$component is already running"
   # setsid: its own session, so it survives the caller (ctest waits for no one); output to a file.
   setsid bash -c "exec $(cat "$dir/cmd/$component")" >>"$dir/logs/$component.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/$component"
@@ -114,11 +134,11 @@ start_component() {
 
 stop_component() {
   local component=$1 pid
-  [ -f "$dir/pids/$component" ] || return 0
-  pid=$(cat "$dir/pids/$component")
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  if pid=$(component_pid "$component"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    ! kill -0 "$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
   rm -f "$dir/pids/$component"
 }
 
@@ -208,6 +228,7 @@ for i in range(int(sys.argv[2])):
     node.setdefault("metadata", {})["name"] = name
     labels = node["metadata"].setdefault("labels", {})
     labels["kubernetes.io/hostname"] = name
+    labels["type"] = "kwok"  # what the readiness wait selects on
     node["metadata"].setdefault("annotations", {})["kwok.x-k8s.io/node"] = "fake"
     spec = node.setdefault("spec", {})
     taints = spec.setdefault("taints", [])
@@ -254,6 +275,14 @@ EOF
 apply_kueue_webhooks() {
   # Registered only once Kueue serves them: a Fail-policy webhook with no server blocks writes.
   kubectl_ apply -f "$dir/kueue/webhooks.json" >/dev/null
+  # The apiserver picks webhook configurations up asynchronously: wait until a queued Pod
+  # (a server-side dry run) comes back gated by Kueue.
+  printf '%s' '{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "testbed-kueue-probe", "namespace": "default",
+              "labels": {"kueue.x-k8s.io/queue-name": "testbed-probe"}},
+ "spec": {"containers": [{"name": "c", "image": "busybox"}]}}' >"$dir/kueue/probe-pod.json"
+  wait_until 60 kueue bash -c "$KUBE_BIN/kubectl --kubeconfig $dir/kubeconfig create --dry-run=server \
+    -f $dir/kueue/probe-pod.json -o jsonpath='{.spec.schedulingGates[*].name}' | grep -q kueue.x-k8s.io/admission"
 }
 
 # --- commands ----------------------------------------------------------------------------------
@@ -285,9 +314,8 @@ cmd_up() {
 
   mkdir -p "$dir"/{cmd,pids,logs,kueue}
   dir=$(cd "$dir" && pwd)
-  ETCD_PORT=$(free_port) ETCD_PEER_PORT=$(free_port) APISERVER_PORT=$(free_port)
-  SCHEDULER_PORT=$(free_port) KCM_PORT=$(free_port) KWOK_PORT=$(free_port)
-  KUEUE_WEBHOOK_PORT=$(free_port) KUEUE_HEALTH_PORT=$(free_port) KUEUE_METRICS_PORT=$(free_port)
+  read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT SCHEDULER_PORT KCM_PORT KWOK_PORT \
+    KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT < <(free_ports 9)
   local v
   for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
     SCHEDULER_PORT KCM_PORT KWOK_PORT KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT \
@@ -297,17 +325,24 @@ cmd_up() {
   printf 'KUBECONFIG=%q\n' "$dir/kubeconfig" >>"$dir/env"
 
   local started=$SECONDS
+  # A failed start leaves nothing running (the directory and its logs stay for a look).
+  trap 'stop_all' EXIT
   make_pki
   write_kubeconfig
   define_core
   define_optional
-  start_component etcd && wait_healthy etcd
-  start_component kube-apiserver && wait_healthy kube-apiserver
+  start_component etcd
+  wait_healthy etcd
+  start_component kube-apiserver
+  wait_healthy kube-apiserver
   # The default namespace appears shortly after readyz; tests expect it.
   wait_until 30 kube-apiserver kubectl_ get namespace default
   local c
   for c in kube-scheduler kube-controller-manager kwok; do
-    [ -f "$dir/cmd/$c" ] && { start_component "$c"; wait_healthy "$c"; }
+    if [ -f "$dir/cmd/$c" ]; then
+      start_component "$c"
+      wait_healthy "$c"
+    fi
   done
   [ "$KWOK_NODES" -gt 0 ] && create_kwok_nodes
   if [ "$WITH_KUEUE" = 1 ]; then
@@ -316,17 +351,30 @@ cmd_up() {
     wait_healthy kueue
     apply_kueue_webhooks
   fi
+  trap - EXIT
   say "up in $((SECONDS - started)) s: $(ls "$dir/pids" | tr '\n' ' ')"
   echo "$dir/kubeconfig"
 }
 
-cmd_down() {
-  [ -d "$dir" ] || return 0
+stop_all() {
   local c
   # Reverse start order: clients before the apiserver, the apiserver before etcd.
   for c in kueue kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do
     stop_component "$c"
   done
+}
+
+cmd_down() {
+  [ -d "$dir" ] || return 0
+  # Only a directory this script made is removed.
+  [ -f "$dir/env" ] && [ -d "$dir/pids" ] || die "$dir is not a testbed directory; not removing it"
+  dir=$(cd "$dir" && pwd)
+  stop_all
+  if [ -n "$LOGS_TO" ]; then
+    rm -rf "$LOGS_TO"
+    mkdir -p "$LOGS_TO"
+    cp -r "$dir/logs/." "$LOGS_TO/"
+  fi
   rm -rf "$dir"
 }
 
@@ -343,6 +391,7 @@ cmd_compact() {
 [ $# -ge 1 ] || usage
 command=$1
 shift
+LOGS_TO=""
 dir="" WITH_SCHEDULER=0 WITH_KCM=0 KWOK_NODES=0 WITH_KUEUE=0 WITH_HELM=0 NODE_FIXTURE="" component=""
 APISERVER_ARGS=()
 while [ $# -gt 0 ]; do
@@ -354,6 +403,7 @@ while [ $# -gt 0 ]; do
     --node-fixture) NODE_FIXTURE=$2; shift ;;
     --kueue) WITH_KUEUE=1 ;;
     --helm) WITH_HELM=1 ;;
+    --logs-to) LOGS_TO=$2; shift ;;
     --apiserver-arg) APISERVER_ARGS+=("$2"); shift ;;
     --apiserver-arg=*) APISERVER_ARGS+=("${1#--apiserver-arg=}") ;;
     --all) WITH_SCHEDULER=1 WITH_KCM=1 WITH_KUEUE=1 WITH_HELM=1; [ "$KWOK_NODES" -gt 0 ] || KWOK_NODES=2 ;;

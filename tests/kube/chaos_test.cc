@@ -30,7 +30,10 @@ Json Object(const ResourceType& type, const std::string& ns, const std::string& 
 // and waits until the cache matches. Returns the informer's stats.
 InformerStats ConvergeAcrossRestart(const ResourceType& type) {
   auto client = testing::TestbedClient({.qps = 0, .max_retries = 0});
-  EXPECT_NE(client, nullptr);
+  if (client == nullptr) {
+    ADD_FAILURE() << "no client";
+    return {};
+  }
   std::string ns = testing::CreateNamespace(*client, "restart-" + type.plural);
   for (int i = 0; i < 20; ++i) {
     EXPECT_TRUE(client->Create(type, Object(type, ns, "before-" + std::to_string(i))));
@@ -69,7 +72,7 @@ TEST(Chaos, CachedWatchAcrossAnApiserverRestartConverges) {
   // The restarted apiserver's watch cache starts at etcd's current revision, so an older
   // resourceVersion is 410 Gone, as client-go reflectors see it too: the informer lists again.
   InformerStats stats = ConvergeAcrossRestart(resources::ConfigMaps());
-  EXPECT_GE(stats.lists, 1u);
+  EXPECT_GE(stats.lists, 2u);
   std::printf("configmaps informer across a restart: %llu lists, %llu watches\n",
               static_cast<unsigned long long>(stats.lists),
               static_cast<unsigned long long>(stats.watches));

@@ -31,6 +31,7 @@ TEST(Cluster, KueueAdmitsAPodThatThenRunsOnAKwokNode) {
   auto client = testing::TestbedClient();
   ASSERT_NE(client, nullptr);
   std::string ns = testing::CreateNamespace(*client, "kueue");
+  ASSERT_TRUE(testing::WaitForDefaultServiceAccount(*client, ns));
   const ResourceType flavors{"kueue.x-k8s.io", "v1beta2", "resourceflavors", false};
   const ResourceType cluster_queues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
   const ResourceType local_queues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};

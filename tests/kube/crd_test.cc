@@ -93,7 +93,7 @@ TEST_F(CrdTest, SchemaRefusesInvalidInstanceTypes) {
   }
 }
 
-TEST_F(CrdTest, OnlyDisplayNameDescriptionAndInactiveMayChange) {
+TEST_F(CrdTest, OnlyDisplayNameAndInactiveMayChange) {
   auto created = client_->Create(resources::InstanceTypes(), A100Type("immutable"));
   ASSERT_TRUE(created) << created.error();
   auto renamed = client_->Patch(resources::InstanceTypes(), "", "immutable", PatchType::kMerge,
@@ -102,9 +102,12 @@ TEST_F(CrdTest, OnlyDisplayNameDescriptionAndInactiveMayChange) {
   auto moved = client_->Patch(resources::InstanceTypes(), "", "immutable", PatchType::kMerge,
                               {{"spec", {{"arch", "arm64"}}}});
   ASSERT_FALSE(moved);
-  EXPECT_NE(moved.error().find("only displayName, description and inactive may change"),
-            std::string::npos)
+  EXPECT_NE(moved.error().find("only displayName and inactive may change"), std::string::npos)
       << moved.error();
+  auto described = client_->Patch(resources::InstanceTypes(), "", "immutable", PatchType::kMerge,
+                                  {{"spec", {{"description", "changed"}}}});
+  ASSERT_FALSE(described) << "description changed";
+  EXPECT_TRUE(IsInvalid(described.failure())) << described.error();
   ASSERT_TRUE(client_->Delete(resources::InstanceTypes(), "", "immutable"));
 }
 

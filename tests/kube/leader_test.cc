@@ -82,7 +82,7 @@ TEST(LeaderElection, HandOverOnKillAndOnRelease) {
   auto client = testing::TestbedClient();
   ASSERT_NE(client, nullptr);
   std::string ns = testing::CreateNamespace(*client, "leader");
-  constexpr int kLeaseSeconds = 4;  // renew deadline 2.8 s, retry period 0.8 s
+  constexpr int kLeaseSeconds = 6;  // renew deadline 4.2 s, retry period 1.2 s
 
   Candidate first(ns, "first", kLeaseSeconds);
   ASSERT_TRUE(first.Readable(std::chrono::seconds(20)));
@@ -119,8 +119,8 @@ TEST(LeaderElection, HandOverOnKillAndOnRelease) {
   EXPECT_EQ(second.NextLine(), "stopped second");
   int status = second.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  // Released: no waiting for the 4 s lease to expire, only for the next retry.
-  ASSERT_TRUE(third.Readable(std::chrono::milliseconds(2500)));
+  // Released: no waiting for the 6 s lease to expire, only for the next retry.
+  ASSERT_TRUE(third.Readable(std::chrono::milliseconds(3500)));
   EXPECT_EQ(third.NextLine(), "leading third");
   auto takeover = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released_at);
   std::printf("hand-over after release: %lld ms\n", static_cast<long long>(takeover.count()));

@@ -90,12 +90,21 @@ std::string Kubectl(const std::string& args, int* status) {
 }
 
 std::string CreateNamespace(Client& client, const std::string& prefix) {
-  static std::mt19937 random(std::random_device{}());
-  std::string name = prefix + "-" + std::to_string(random() % 1000000);
-  Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}};
+  // The server picks the unique suffix: tests in parallel processes never share one.
+  Json ns = {
+      {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"generateName", prefix + "-"}}}};
   auto created = client.Create(resources::Namespaces(), ns);
-  EXPECT_TRUE(created) << created.error();
-  return name;
+  if (!created) {
+    ADD_FAILURE() << created.error();
+    return prefix + "-not-created";
+  }
+  return (*created)["metadata"]["name"];
+}
+
+bool WaitForDefaultServiceAccount(Client& client, const std::string& ns) {
+  return WaitFor([&] {
+    return client.Get({"", "v1", "serviceaccounts", true}, ns, "default").ok();
+  });
 }
 
 void ApplyCrds(Client& client, const std::string& path, const std::string& field_manager) {

@@ -27,6 +27,8 @@ std::string Run(const std::string& command, int* status = nullptr);
 
 // A fresh namespace for one test.
 std::string CreateNamespace(Client& client, const std::string& prefix);
+// With a controller-manager running, Pods need the namespace's default ServiceAccount.
+bool WaitForDefaultServiceAccount(Client& client, const std::string& ns);
 // Applies every CustomResourceDefinition of a YAML file with server-side apply.
 void ApplyCrds(Client& client, const std::string& path, const std::string& field_manager);
 

@@ -166,6 +166,8 @@ TEST(ServerUrl, RejectsBadPorts) {
   EXPECT_FALSE(ParseServerUrl("https://h:x", config));
   EXPECT_FALSE(ParseServerUrl("https://", config));
   EXPECT_FALSE(ParseServerUrl("https://[::1", config));
+  EXPECT_FALSE(ParseServerUrl("https://h:123456789012345678901234567890", config));
+  EXPECT_FALSE(ParseServerUrl("https://fd00::1", config));
   EXPECT_TRUE(ParseServerUrl("https://h:1", config));
 }
 

@@ -1,6 +1,6 @@
 module gpustack.invalid/testbed/helm
 
-go 1.26.8
+go 1.26.0
 
 tool helm.sh/helm/v3/cmd/helm
 

@@ -1,6 +1,6 @@
 module gpustack.invalid/testbed/kueue
 
-go 1.26.8
+go 1.26.0
 
 tool sigs.k8s.io/kueue/cmd/kueue
 
