@@ -16,6 +16,8 @@ packages=(
   libyaml-cpp-dev           # YAML output of detect and monitor
   # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
   openssl curl python3 python3-yaml
+  # its real node (scripts/testbed/kubelet.sh): container runtime, CNI, a static busybox image
+  containerd runc containernetworking-plugins busybox-static iptables
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev  # libFuzzer targets (GPUSTACK_FUZZ)

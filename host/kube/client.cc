@@ -100,6 +100,18 @@ Result<Json> Client::Request(std::string method, std::string target, const Json*
   return parsed;
 }
 
+Result<std::string> Client::GetText(std::string target) {
+  HttpRequest request{"GET", std::move(target), "", ""};
+  auto response = Exchange(request, true, options_.timeout);
+  if (!response) {
+    return Error{response.error(), 0};
+  }
+  if (response->status < 200 || response->status >= 300) {
+    return ApiError(response->status, response->body, "GET " + request.target);
+  }
+  return std::move(response->body);
+}
+
 Result<Json> Client::Get(const ResourceType& type, std::string_view ns, std::string_view name,
                          std::string_view subresource) {
   return Request("GET", ObjectPath(type, ns, name, subresource), nullptr, "", true);

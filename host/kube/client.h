@@ -106,6 +106,9 @@ class Client {
                        std::string content_type = "application/json", bool retry = false,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+  // A GET whose answer is not JSON (a Pod's log, /metrics): the body as it came.
+  Result<std::string> GetText(std::string target);
+
   const ClientConfig& config() const { return transport_->config(); }
   const ClientOptions& options() const { return options_; }
 

@@ -308,7 +308,7 @@ void PrepareRequest(Request& req, const HttpRequest& request, const ClientConfig
   bool ipv6 = config.host.find(':') != std::string::npos;
   req.set(http::field::host, (ipv6 ? "[" + config.host + "]" : config.host) + ":" + config.port);
   req.set(http::field::user_agent, user_agent);
-  req.set(http::field::accept, "application/json");
+  req.set(http::field::accept, "application/json, */*");  // logs and metrics are text
   if (!authorization.empty()) {
     req.set(http::field::authorization, authorization);
   }

@@ -5,7 +5,7 @@
 # control planes can run side by side.
 #
 #   testbed.sh up --dir D [--scheduler] [--controller-manager] [--kwok-nodes N]
-#                 [--node-fixture F] [--kueue] [--helm] [--all] [--apiserver-arg ARG]...
+#                 [--node-fixture F] [--kueue] [--helm] [--kubelet] [--all] [--apiserver-arg ARG]...
 #                                                         prints D/kubeconfig once healthy
 #   testbed.sh down --dir D [--logs-to L]                   stops everything, removes D
 #                                                         (keeping the logs in L if given)
@@ -177,6 +177,8 @@ define_core() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --endpoint-reconciler-type none --cert-dir "$dir/pki/apiserver-generated" \
+    --kubelet-client-certificate "$dir/pki/admin.crt" --kubelet-client-key "$dir/pki/admin.key" \
+    --kubelet-preferred-address-types InternalIP,Hostname \
     --enable-priority-and-fairness=false --v=0 "${APISERVER_ARGS[@]}"
 }
 
@@ -319,14 +321,14 @@ cmd_up() {
   local v
   for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
     SCHEDULER_PORT KCM_PORT KWOK_PORT KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT \
-    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM; do
+    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM WITH_KUBELET; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$dir/env"
   printf 'KUBECONFIG=%q\n' "$dir/kubeconfig" >>"$dir/env"
 
   local started=$SECONDS
   # A failed start leaves nothing running (the directory and its logs stay for a look).
-  trap 'stop_all' EXIT
+  trap '[ ! -d "$dir/node" ] || "$here/kubelet.sh" down --dir "$dir"; stop_all' EXIT
   make_pki
   write_kubeconfig
   define_core
@@ -351,6 +353,9 @@ cmd_up() {
     wait_healthy kueue
     apply_kueue_webhooks
   fi
+  if [ "$WITH_KUBELET" = 1 ]; then
+    say "a real node: $("$here/kubelet.sh" up --dir "$dir")"
+  fi
   trap - EXIT
   say "up in $((SECONDS - started)) s: $(ls "$dir/pids" | tr '\n' ' ')"
   echo "$dir/kubeconfig"
@@ -369,6 +374,8 @@ cmd_down() {
   # Only a directory this script made is removed.
   [ -f "$dir/env" ] && [ -d "$dir/pids" ] || die "$dir is not a testbed directory; not removing it"
   dir=$(cd "$dir" && pwd)
+  # A real node (kubelet.sh) goes first: it needs the apiserver to drain its Pods.
+  [ ! -d "$dir/node" ] || "$here/kubelet.sh" down --dir "$dir"
   stop_all
   if [ -n "$LOGS_TO" ]; then
     rm -rf "$LOGS_TO"
@@ -391,7 +398,7 @@ cmd_compact() {
 [ $# -ge 1 ] || usage
 command=$1
 shift
-LOGS_TO=""
+LOGS_TO="" WITH_KUBELET=0
 dir="" WITH_SCHEDULER=0 WITH_KCM=0 KWOK_NODES=0 WITH_KUEUE=0 WITH_HELM=0 NODE_FIXTURE="" component=""
 APISERVER_ARGS=()
 while [ $# -gt 0 ]; do
@@ -403,6 +410,7 @@ while [ $# -gt 0 ]; do
     --node-fixture) NODE_FIXTURE=$2; shift ;;
     --kueue) WITH_KUEUE=1 ;;
     --helm) WITH_HELM=1 ;;
+    --kubelet) WITH_KUBELET=1 ;;
     --logs-to) LOGS_TO=$2; shift ;;
     --apiserver-arg) APISERVER_ARGS+=("$2"); shift ;;
     --apiserver-arg=*) APISERVER_ARGS+=("${1#--apiserver-arg=}") ;;

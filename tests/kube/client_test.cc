@@ -232,15 +232,27 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-TEST(ClientErrors, WrongCertificateAuthority) {
-  std::string dir = TempDir("wrong-ca");
+// A self-signed certificate and its key, in PEM, that the testbed CA knows nothing of.
+struct Credentials {
+  std::string cert;
+  std::string key;
+};
+Credentials SelfSigned(const std::string& subject) {
+  std::string dir = TempDir("self-signed");
   int status = 0;
-  testing::Run("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + dir + "/ca.key -out " + dir +
-                   "/ca.crt -days 1 -subj /CN=other-ca",
-               &status);
-  ASSERT_EQ(status, 0);
+  std::string output =
+      testing::Run("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + dir + "/key.pem -out " +
+                       dir + "/cert.pem -days 1 -subj " + subject,
+                   &status);
+  EXPECT_EQ(status, 0) << output;
+  Credentials made{ReadFile(dir + "/cert.pem"), ReadFile(dir + "/key.pem")};
+  std::filesystem::remove_all(dir);
+  return made;
+}
+
+TEST(ClientErrors, WrongCertificateAuthority) {
   ClientConfig config = testing::TestbedConfig();
-  config.ca_pem = ReadFile(dir + "/ca.crt");
+  config.ca_pem = SelfSigned("/CN=other-ca").cert;
   auto client = Client::Create(config);
   ASSERT_TRUE(client) << client.error();
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
@@ -249,20 +261,14 @@ TEST(ClientErrors, WrongCertificateAuthority) {
   EXPECT_NE(got.error().find("the server's certificate was not accepted"), std::string::npos)
       << got.error();
   EXPECT_NE(got.error().find("certificate-authority"), std::string::npos) << got.error();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ClientErrors, BadCredentials) {
-  std::string dir = TempDir("bad-creds");
-  int status = 0;
   // A client certificate from a CA the apiserver does not trust.
-  testing::Run("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + dir + "/c.key -out " + dir +
-                   "/c.crt -days 1 -subj /O=system:masters/CN=intruder",
-               &status);
-  ASSERT_EQ(status, 0);
+  Credentials intruder = SelfSigned("/O=system:masters/CN=intruder");
   ClientConfig config = testing::TestbedConfig();
-  config.client_cert_pem = ReadFile(dir + "/c.crt");
-  config.client_key_pem = ReadFile(dir + "/c.key");
+  config.client_cert_pem = intruder.cert;
+  config.client_key_pem = intruder.key;
   auto client = Client::Create(config);
   ASSERT_TRUE(client) << client.error();
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
@@ -285,7 +291,6 @@ TEST(ClientErrors, BadCredentials) {
   auto not_created = Client::Create(garbage);
   ASSERT_FALSE(not_created);
   EXPECT_NE(not_created.error().find("client key"), std::string::npos) << not_created.error();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ClientErrors, ServiceAccountTokenIsReadAgainAfterRotation) {

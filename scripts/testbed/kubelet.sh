@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Tier B of the test control plane: a real node. Starts Debian's containerd (with runc and the
+# CNI bridge plugin) and the testbed's kubelet, registered to a running testbed's apiserver, with
+# a local image (busybox-static and a static pause binary) imported into containerd, so real
+# Pods run. Root only; creates a bridge (tbcni0) and network namespaces, removed by `down`.
+#
+#   kubelet.sh up --dir D       (D: a testbed started by testbed.sh up --scheduler ...)
+#   kubelet.sh down --dir D
+#
+# Pods use image docker.io/library/busybox:local with imagePullPolicy: Never.
+set -euo pipefail
+umask 077
+die() { echo "kubelet.sh: $*" >&2; exit 1; }
+
+[ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down --dir D"
+command=$1
+dir=$(cd "$3" && pwd)
+[ -f "$dir/env" ] || die "no testbed in $dir"
+# shellcheck disable=SC1091
+source "$dir/env"
+node=$dir/node
+sock=$node/containerd.sock
+node_name=testbed-node
+kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
+ctr_() { ctr -a "$sock" -n k8s.io "$@"; }
+
+ours() { # pid file -> pid, if alive and started for this directory
+  local pid
+  pid=$(cat "$dir/pids/$1" 2>/dev/null) || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+  echo "$pid"
+}
+
+make_image() {
+  cat >"$node/pause.c" <<'EOF'
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void done(int s) { (void)s; exit(0); }
+int main(void) { signal(SIGTERM, done); signal(SIGINT, done); for (;;) pause(); }
+EOF
+  gcc -static -O2 -o "$node/pause" "$node/pause.c"
+  # One layer (busybox-static + pause), two names: the sandbox image and a busybox.
+  python3 - "$node" <<'EOF'
+import hashlib, io, json, sys, tarfile
+node = sys.argv[1]
+def digest(data): return hashlib.sha256(data).hexdigest()
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    for d in ["bin", "tmp", "etc", "proc", "sys", "dev"]:
+        ti = tarfile.TarInfo(d); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; t.addfile(ti)
+    t.add("/bin/busybox", arcname="bin/busybox")
+    t.add(node + "/pause", arcname="pause")
+    for name in ["sh", "sleep", "echo", "cat", "ls", "env"]:
+        ti = tarfile.TarInfo("bin/" + name); ti.type = tarfile.SYMTYPE; ti.linkname = "busybox"; t.addfile(ti)
+layer = buf.getvalue()
+blobs = {digest(layer): layer}
+manifests = []
+for ref, entry in [("registry.k8s.io/pause:3.10", ["/pause"]), ("docker.io/library/busybox:local", ["/bin/sh"])]:
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Entrypoint": entry, "Env": ["PATH=/bin"]},
+                         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + digest(layer)]}}).encode()
+    blobs[digest(config)] = config
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + digest(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + digest(layer), "size": len(layer)}]}).encode()
+    blobs[digest(manifest)] = manifest
+    manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + digest(manifest),
+                      "size": len(manifest), "annotations": {"io.containerd.image.name": ref}})
+with tarfile.open(node + "/images.tar", "w") as t:
+    def add(name, data):
+        ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
+    add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+    add("index.json", json.dumps({"schemaVersion": 2, "manifests": manifests}).encode())
+    for d, data in blobs.items():
+        add("blobs/sha256/" + d, data)
+EOF
+}
+
+cmd_up() {
+  [ "$(id -u)" -eq 0 ] || die "needs root (containerd, runc, network namespaces)"
+  for tool in containerd runc ctr busybox gcc; do
+    command -v "$tool" >/dev/null || die "$tool is missing: apt-get install containerd runc containernetworking-plugins busybox-static iptables"
+  done
+  ! ours kubelet >/dev/null || die "a kubelet already runs for $dir"
+  mkdir -p "$node"/{root,state,cni,ipam,kubelet,pki}
+  make_image
+  cat >"$node/containerd.toml" <<EOF
+version = 2
+root = "$node/root"
+state = "$node/state"
+[grpc]
+  address = "$sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  # This VM's root lacks CAP_SYS_RESOURCE: a sandbox's oom_score_adj of -998 would fail in runc.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$node/cni"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = false
+EOF
+  cat >"$node/cni/10-bridge.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "testbed", "plugins": [
+  {"type": "bridge", "bridge": "tbcni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "dataDir": "$node/ipam", "ranges": [[{"subnet": "10.88.0.0/16"}]]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+  setsid containerd --config "$node/containerd.toml" >>"$dir/logs/containerd.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/containerd"
+  for _ in $(seq 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
+  ctr_ images import "$node/images.tar" >/dev/null
+  local ip
+  # The kubelet refuses a loopback node IP: the first global IPv4 address.
+  ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
+  [ -n "$ip" ] || die "no global IPv4 address for the node"
+  cat >"$node/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$sock
+failSwapOn: false
+authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: $dir/pki/ca.crt}}
+authorization: {mode: AlwaysAllow}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
+protectKernelDefaults: false
+resolvConf: /etc/resolv.conf
+address: $ip
+EOF
+  setsid "$KUBE_BIN/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
+    --root-dir "$node/kubelet" --cert-dir "$node/pki" --hostname-override "$node_name" \
+    --node-ip "$ip" >>"$dir/logs/kubelet.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/kubelet"
+  for _ in $(seq 120); do
+    [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] && break
+    ours kubelet >/dev/null || { tail -20 "$dir/logs/kubelet.log" >&2; die "kubelet exited"; }
+    sleep 0.5
+  done
+  [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
+    die "node $node_name not Ready (log: $dir/logs/kubelet.log)"
+  echo "$node_name"
+}
+
+cmd_down() {
+  # Pods first, so the kubelet tears down their sandboxes and the CNI releases their addresses.
+  if ours kubelet >/dev/null; then
+    kubectl_ delete pods --all-namespaces --field-selector "spec.nodeName=$node_name" --grace-period=1 \
+      --wait=false >/dev/null 2>&1 || true
+    # Gone from the API once the kubelet has stopped them; then no container task is left.
+    for _ in $(seq 60); do
+      [ -z "$(kubectl_ get pods --all-namespaces --field-selector "spec.nodeName=$node_name" -o name 2>/dev/null)" ] &&
+        [ -z "$(ctr_ tasks ls -q 2>/dev/null)" ] && break
+      sleep 0.5
+    done
+  fi
+  local c pid
+  for c in kubelet containerd; do
+    if pid=$(ours "$c"); then
+      kill -TERM "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      ! kill -0 "$pid" 2>/dev/null || kill -KILL "$pid"
+    fi
+    rm -f "$dir/pids/$c"
+  done
+  pkill -f "containerd-shim.*$sock" 2>/dev/null || true
+  findmnt -rn -o TARGET | grep -F "$node/" | sort -r | xargs -r umount -l 2>/dev/null || true
+  ip link del tbcni0 2>/dev/null || true
+  kubectl_ delete node "$node_name" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$node"
+}
+
+case $command in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  *) die "usage: kubelet.sh up|down --dir D" ;;
+esac
