@@ -218,6 +218,14 @@ TEST_F(CrdTest, DevicesAndInstancesValidate) {
   ASSERT_FALSE(escaped);
   EXPECT_NE(escaped.error().find("subPath may not contain '..'"), std::string::npos)
       << escaped.error();
+  Json shadowing = instance;
+  shadowing["metadata"]["name"] = "shadow";
+  shadowing["spec"]["additionalVolumes"] = {
+      {{"mountPath", "/workspace"}, {"secret", {{"name", "s"}}}}};
+  auto shadowed = client_->Create(resources::Instances(), shadowing);
+  ASSERT_FALSE(shadowed);
+  EXPECT_NE(shadowed.error().find("cannot be mounted at volumeMount"), std::string::npos)
+      << shadowed.error();
   std::string table = testing::Kubectl("get inst -n " + ns, &status);
   EXPECT_EQ(status, 0);
   for (const char* header : {"TYPE", "HOST-IP", "SSH-PORT", "PHASE"}) {
