@@ -332,20 +332,40 @@ TEST(ClientErrors, ServiceAccountTokenIsReadAgainAfterRotation) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(ClientErrors, UnreachableServer) {
-  ClientConfig config = testing::TestbedConfig();
-  int s = socket(AF_INET, SOCK_STREAM, 0);
+// A TCP socket on a free loopback port; listening (connections wait in the backlog, never
+// answered) or closed again (a port nobody listens on). The config points at it.
+struct LoopbackPort {
+  int fd = -1;
+  ClientConfig config;
+  ~LoopbackPort() {
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+};
+void OpenLoopbackPort(bool listening, LoopbackPort& port) {
+  port.fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof(address);
-  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(s);  // a port nobody listens on
-  ClientConfig closed = config;
+  ASSERT_EQ(bind(port.fd, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(getsockname(port.fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  if (listening) {
+    ASSERT_EQ(listen(port.fd, 16), 0);
+  } else {
+    close(port.fd);
+    port.fd = -1;
+  }
+  port.config = testing::TestbedConfig();
   ASSERT_TRUE(
-      ParseServerUrl("https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)), closed));
-  auto client = Client::Create(closed, {.max_retries = 1});
+      ParseServerUrl("https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)), port.config));
+}
+
+TEST(ClientErrors, UnreachableServer) {
+  LoopbackPort closed;
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPort(false, closed));
+  auto client = Client::Create(closed.config, {.max_retries = 1});
   ASSERT_TRUE(client);
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
   ASSERT_FALSE(got);
@@ -356,23 +376,12 @@ TEST(ClientErrors, UnreachableServer) {
 }
 
 TEST(ClientErrors, DeadlineOnAServerThatNeverAnswers) {
-  // Accepts connections (the kernel's backlog) but never speaks TLS.
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(listen(s, 16), 0);
-  ASSERT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ClientConfig config = testing::TestbedConfig();
-  ASSERT_TRUE(
-      ParseServerUrl("https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)), config));
+  LoopbackPort silent;  // accepts (the kernel's backlog) but never speaks TLS
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPort(true, silent));
   auto client =
-      Client::Create(config, {.timeout = std::chrono::milliseconds(300), .max_retries = 0});
+      Client::Create(silent.config, {.timeout = std::chrono::milliseconds(300), .max_retries = 0});
   ASSERT_TRUE(client);
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
-  close(s);
   ASSERT_FALSE(got);
   EXPECT_NE(got.error().find("deadline exceeded"), std::string::npos) << got.error();
 }
