@@ -174,7 +174,9 @@ Status LeaderElector::Run(std::stop_token stop, const LeaderCallbacks& callbacks
   };
   // Campaign.
   bool acquired = false;
+  auto renewed_at = std::chrono::steady_clock::now();
   while (!stop.stop_requested()) {
+    renewed_at = std::chrono::steady_clock::now();  // a win counts from when it was sent
     acquired = TryAcquireOrRenew(config_.renew_deadline) == Attempt::kAcquired;
     report_leader();
     if (acquired) {
@@ -199,7 +201,6 @@ Status LeaderElector::Run(std::stop_token stop, const LeaderCallbacks& callbacks
   // Lead: renew until the deadline passes without a successful renewal. A renewal counts from
   // when it was sent, and no call outlives the deadline, so we stop leading before any other
   // candidate can consider the Lease expired (lease duration > renew deadline).
-  auto renewed_at = std::chrono::steady_clock::now();
   while (!stop.stop_requested()) {
     if (!SleepJittered(config_.retry_period, stop)) {
       break;

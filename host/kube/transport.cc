@@ -253,12 +253,11 @@ Result<std::unique_ptr<Transport>> Transport::Create(const ClientConfig& config,
   return transport;
 }
 
-Result<std::unique_ptr<Connection>> Transport::Acquire(Clock::time_point deadline, bool* reused) {
+Result<std::unique_ptr<Connection>> Transport::Acquire(Clock::time_point deadline, bool fresh,
+                                                       bool* reused) {
   // Servers close idle connections (the apiserver after 90 s); ours expire a little sooner.
   constexpr auto kMaxIdleTime = std::chrono::seconds(60);
-  if (*reused) {  // the caller wants a fresh one
-    *reused = false;
-  } else {
+  if (!fresh) {
     std::lock_guard lock(pool_mutex_);
     while (!idle_.empty()) {
       auto connection = std::move(idle_.back());
@@ -341,8 +340,8 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
     if (!authorization) {
       return authorization.failure();
     }
-    bool reused = fresh_connection;  // true asks Acquire for a new connection
-    auto connection = Acquire(deadline, &reused);
+    bool reused = false;
+    auto connection = Acquire(deadline, fresh_connection, &reused);
     if (!connection) {
       return connection.failure();
     }

@@ -82,7 +82,8 @@ class Transport {
 
  private:
   Transport(ClientConfig config, std::string user_agent);
-  Result<std::unique_ptr<Connection>> Acquire(Clock::time_point deadline, bool* reused);
+  // A pooled connection that is still usable (`*reused`), or a new one; `fresh` skips the pool.
+  Result<std::unique_ptr<Connection>> Acquire(Clock::time_point deadline, bool fresh, bool* reused);
   void Release(std::unique_ptr<Connection> connection);
   Result<std::string> Authorization();
 
