@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs every test, twice: a normal build, then an ASan+UBSan build (GPUSTACK_SANITIZE)
-# of the same tree. Works on a fresh Debian 12 machine: bootstrap.sh installs what is missing.
+# Builds the test control plane's binaries (once; cached outside the repo), then builds and runs
+# every test twice: a normal build, then an ASan+UBSan build (GPUSTACK_SANITIZE) of the same tree,
+# with a bounded libFuzzer run between them. Works on a fresh Debian 12 machine: bootstrap.sh installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh

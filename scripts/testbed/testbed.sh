@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for integration tests: etcd and kube-apiserver, and
-# by flag kube-scheduler, kube-controller-manager, kwok with simulated nodes and Kueue, each a
+# by flag kube-scheduler, kube-controller-manager, kwok with simulated nodes, Kueue, Helm and a
+# real kubelet (scripts/testbed/kubelet.sh), each a
 # plain process with its state in one directory. Free ports are picked at start, so several
 # control planes can run side by side.
 #
@@ -22,7 +23,8 @@ repo=$(cd "$here/../.." && pwd)
 die() { echo "testbed: $*" >&2; exit 1; }
 say() { echo "testbed: $*" >&2; }
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# The header comment above is the usage text.
+usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 # N distinct free ports, all held open until every one is chosen, so none repeats.
 free_ports() {
@@ -395,7 +397,7 @@ cmd_compact() {
   echo "$revision"
 }
 
-[ $# -ge 1 ] || usage
+[ $# -ge 1 ] && [ "$1" != -h ] && [ "$1" != --help ] || usage
 command=$1
 shift
 LOGS_TO="" WITH_KUBELET=0

@@ -6,7 +6,6 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 
