@@ -21,7 +21,7 @@ function(gpustack_add_plugin target)
   endif()
   if(NOT DEFINED arg_ABI_MAJOR OR NOT DEFINED arg_ABI_MINOR)
     # Read the version from the header itself, so the manifest can never drift from it.
-    get_target_property(include_dirs GPUStack::plugin_sdk INTERFACE_INCLUDE_DIRECTORIES)
+    get_target_property(include_dirs GPUStack::plugin_abi INTERFACE_INCLUDE_DIRECTORIES)
     foreach(dir IN LISTS include_dirs)
       string(REGEX REPLACE "^\\$<BUILD_INTERFACE:(.*)>$" "\\1" dir "${dir}")
       if(EXISTS "${dir}/gpustack/plugin.h")
@@ -41,7 +41,13 @@ function(gpustack_add_plugin target)
   endif()
 
   add_library(${target} MODULE ${arg_SOURCES})
-  target_link_libraries(${target} PRIVATE GPUStack::plugin_sdk)
+  # A project without C++ (a plugin in C) gets plugin.h alone, without the C++20 requirement.
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CXX" IN_LIST languages)
+    target_link_libraries(${target} PRIVATE GPUStack::plugin_sdk)
+  else()
+    target_link_libraries(${target} PRIVATE GPUStack::plugin_abi)
+  endif()
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME "gpustack_plugin_${arg_NAME}"
     PREFIX "lib"

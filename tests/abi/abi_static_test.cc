@@ -38,6 +38,14 @@ static_assert(IsBoundaryStruct<gpustack_destroy_partition_args>());
 static_assert(IsBoundaryStruct<gpustack_device_sample>());
 static_assert(IsBoundaryStruct<gpustack_process_sample>());
 static_assert(IsBoundaryStruct<gpustack_metrics_sink>());
+static_assert(IsBoundaryStruct<gpustack_extension>());
+static_assert(IsBoundaryStruct<gpustack_slice>());
+static_assert(IsBoundaryStruct<gpustack_slice_sink>());
+static_assert(IsBoundaryStruct<gpustack_prepare_slice_args>());
+static_assert(IsBoundaryStruct<gpustack_unprepare_slice_args>());
+static_assert(IsBoundaryStruct<gpustack_device_node>());
+static_assert(IsBoundaryStruct<gpustack_device_node_sink>());
+static_assert(IsBoundaryStruct<gpustack_list_device_nodes_args>());
 static_assert(IsBoundaryStruct<gpustack_sample_metrics_args>());
 static_assert(IsBoundaryStruct<gpustack_health_event>());
 static_assert(IsBoundaryStruct<gpustack_health_sink>());
@@ -48,19 +56,22 @@ static_assert(sizeof(gpustack_str) == 2 * sizeof(void*));
 static_assert(sizeof(gpustack_placement) == 8);
 static_assert(sizeof(gpustack_measurement) == 16);
 
-// At ABI 1.0 every pinned constant is the whole struct: no struct ends in padding (a later field
-// must never land in bytes an older sender left uninitialised). After a minor bump the constants
-// stay put while sizeof grows.
+// The newest pinned constant of every struct is the whole struct: no struct ends in padding (a
+// later field must never land in bytes an older sender left uninitialised). After a minor bump the
+// older constants stay put while sizeof grows (the layout snapshot pins their values).
 template <class T>
 constexpr bool PinnedToWholeStruct(size_t pinned) {
   return pinned == sizeof(T);
 }
-static_assert(PinnedToWholeStruct<gpustack_plugin_api>(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_plugin_api>(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_1));
+static_assert(GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0 < GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_1);
 static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STRUCT_SIZE_V1_0));
 static_assert(
     PinnedToWholeStruct<gpustack_accelerator_group>(GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
 static_assert(
-    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0));
+    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1));
+static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 <
+              GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1);
 static_assert(PinnedToWholeStruct<gpustack_device_sample>(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0));
 static_assert(
     PinnedToWholeStruct<gpustack_container_edit>(GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));
@@ -85,16 +96,32 @@ static_assert(
     PinnedToWholeStruct<gpustack_poll_health_args>(GPUSTACK_POLL_HEALTH_ARGS_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_health_event>(GPUSTACK_HEALTH_EVENT_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_partition>(GPUSTACK_PARTITION_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_grant_args>(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_grant_args>(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_1));
+static_assert(GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0 < GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_1);
 static_assert(
     PinnedToWholeStruct<gpustack_process_sample>(GPUSTACK_PROCESS_SAMPLE_STRUCT_SIZE_V1_0));
 static_assert(
     PinnedToWholeStruct<gpustack_partition_profile>(GPUSTACK_PARTITION_PROFILE_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_pci_device>(GPUSTACK_PCI_DEVICE_STRUCT_SIZE_V1_0));
 static_assert(PinnedToWholeStruct<gpustack_host_services>(GPUSTACK_HOST_SERVICES_STRUCT_SIZE_V1_0));
-static_assert(PinnedToWholeStruct<gpustack_init_args>(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0));
+static_assert(PinnedToWholeStruct<gpustack_init_args>(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_1));
+static_assert(GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0 < GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_1);
 static_assert(
     PinnedToWholeStruct<gpustack_negotiate_args>(GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0));
+
+// Structs new in 1.1.
+static_assert(PinnedToWholeStruct<gpustack_extension>(GPUSTACK_EXTENSION_STRUCT_SIZE_V1_1));
+static_assert(PinnedToWholeStruct<gpustack_slice>(GPUSTACK_SLICE_STRUCT_SIZE_V1_1));
+static_assert(PinnedToWholeStruct<gpustack_slice_sink>(GPUSTACK_SLICE_SINK_STRUCT_SIZE_V1_1));
+static_assert(
+    PinnedToWholeStruct<gpustack_prepare_slice_args>(GPUSTACK_PREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1));
+static_assert(PinnedToWholeStruct<gpustack_unprepare_slice_args>(
+    GPUSTACK_UNPREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1));
+static_assert(PinnedToWholeStruct<gpustack_device_node>(GPUSTACK_DEVICE_NODE_STRUCT_SIZE_V1_1));
+static_assert(
+    PinnedToWholeStruct<gpustack_device_node_sink>(GPUSTACK_DEVICE_NODE_SINK_STRUCT_SIZE_V1_1));
+static_assert(PinnedToWholeStruct<gpustack_list_device_nodes_args>(
+    GPUSTACK_LIST_DEVICE_NODES_ARGS_STRUCT_SIZE_V1_1));
 
 // 32-bit enums with pinned numbers (values are ABI).
 static_assert(sizeof(gpustack_status) == 4 && std::is_signed_v<gpustack_status>);

@@ -32,12 +32,13 @@
  * ---------------------------------------------------------------------------------------------
  * Every struct that crosses the boundary starts with `size_t struct_size` (set by whoever fills
  * the struct, to sizeof the struct as that side was compiled) and `next`, an extension chain:
- * NULL in 1.0; later minors may chain structs that start with {size_t struct_size; next;
- * int32_t type;}, and a receiver skips chain entries whose type it does not know. Structs end
- * without tail padding (an explicit `reserved` field where needed), so a later field never lands
- * in bytes an older sender left uninitialised. Receivers follow one rule:
- *  - struct_size smaller than the GPUSTACK_*_STRUCT_SIZE_V1_0 minimum: refuse with
- *    GPUSTACK_STATUS_INVALID_ARGUMENT (or, for the host, refuse the plugin);
+ * NULL until a minor defines a chained struct. A chained struct starts with the fields of
+ * gpustack_extension ({struct_size, next, type}), and a receiver skips entries whose type it does
+ * not know. Structs end without tail padding (an explicit `reserved` field where needed), so a
+ * later field never lands in bytes an older sender left uninitialised. Receivers follow one rule:
+ *  - struct_size smaller than the struct's oldest size constant (GPUSTACK_*_STRUCT_SIZE_V1_0,
+ *    or _V1_1 for a struct new in 1.1): refuse with GPUSTACK_STATUS_INVALID_ARGUMENT (or, for
+ *    the host, refuse the plugin);
  *  - struct_size larger than the receiver knows: read the known prefix, ignore the rest;
  *  - fields the sender did not include (between the minimum and the receiver's size) read as 0.
  * GPUSTACK_STRUCT_HAS_FIELD() tests whether a received struct carries a field. Both sides send
@@ -65,9 +66,18 @@
  * Errors
  * ---------------------------------------------------------------------------------------------
  * Every function that can fail returns gpustack_status (a numbered code, gRPC-style). On any
- * non-OK return the plugin should set a message that the host reads with
- * gpustack_plugin_api.last_error_message() from the same thread. An unknown code received by the
- * host is treated as GPUSTACK_STATUS_UNKNOWN.
+ * non-OK return the plugin sets a message that the host reads with
+ * gpustack_plugin_api.last_error_message() from the same thread, before its next call into the
+ * plugin on that thread. An unknown code received by the host is treated as
+ * GPUSTACK_STATUS_UNKNOWN.
+ *
+ * Why a per-thread message and not owned error objects (PJRT's PJRT_Error, freed by the host
+ * through the plugin): the host runs every call of one instance on one thread of its own (its
+ * watchdog's), reads the message there at once, and never carries a plugin error object past
+ * the call, so an object with its own lifetime would buy nothing and add a destroy call the host
+ * could forget or make on a hung plugin. A failure path never allocates across the boundary, and
+ * a status is still meaningful when the message could not be made (out of memory). Decided for
+ * every 1.x minor (sdk/CHANGELOG.md, 1.1).
  *
  * ---------------------------------------------------------------------------------------------
  * Threading
@@ -81,7 +91,24 @@
  *
  * Trust model: plugins run inside the host process and are trusted code. The host validates
  * what plugins report (sizes, counts, enum values) so a buggy plugin is refused or reported,
- * but it cannot defend against a plugin that corrupts memory.
+ * but it cannot defend against a plugin that corrupts memory. It calls every hook under a
+ * deadline (a plugin that does not return is marked hung and never called again) and records
+ * which plugin and hook were running, so a plugin that crashes the process is named and not
+ * loaded again until its file changes.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Capabilities and hooks
+ * ---------------------------------------------------------------------------------------------
+ * A plugin that claims a capability provides its hooks; the host refuses a plugin whose table
+ * leaves one NULL, and the conformance suite fails it:
+ *  - discover (any card can be granted whole): grant;
+ *  - GPUSTACK_CAP_SHARED, GPUSTACK_CAP_LOGICAL_SLICING: grant;
+ *  - GPUSTACK_CAP_PARTITIONING: grant, list_partitions, create_partition, destroy_partition;
+ *  - GPUSTACK_CAP_PROCESS_METRICS: sample_metrics;
+ *  - GPUSTACK_CAP_HEALTH_EVENTS: poll_health_events;
+ *  - GPUSTACK_CAP_SLICE_OBJECTS (since 1.1): prepare_slice, unprepare_slice.
+ * A hook the plugin does not provide is NULL in its table, never a function that answers
+ * UNIMPLEMENTED, so the host can tell what a plugin does before calling it.
  */
 #ifndef GPUSTACK_PLUGIN_H_
 #define GPUSTACK_PLUGIN_H_
@@ -98,7 +125,7 @@ extern "C" {
  * ========================================================================================== */
 
 #define GPUSTACK_PLUGIN_ABI_MAJOR 1
-#define GPUSTACK_PLUGIN_ABI_MINOR 0
+#define GPUSTACK_PLUGIN_ABI_MINOR 1
 
 /* The one symbol a plugin exports, as a string for dlsym. */
 #define GPUSTACK_PLUGIN_ENTRY_SYMBOL "gpustack_plugin_negotiate"
@@ -167,6 +194,20 @@ enum {
   GPUSTACK_LOG_MAX_ENUM = 0x7FFFFFFF
 };
 
+/* The head of every struct chained through a `next` pointer (since 1.1): a receiver walks the
+ * chain and skips entries whose `type` it does not know. No chained struct is defined yet; each
+ * one takes a value of gpustack_extension_type and an entry in sdk/CHANGELOG.md. */
+typedef int32_t gpustack_extension_type;
+enum { GPUSTACK_EXTENSION_NONE = 0, GPUSTACK_EXTENSION_MAX_ENUM = 0x7FFFFFFF };
+
+typedef struct gpustack_extension {
+  size_t struct_size;
+  const void* next;
+  gpustack_extension_type type;
+  int32_t reserved; /* 0 */
+} gpustack_extension;
+#define GPUSTACK_EXTENSION_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_extension, reserved)
+
 /* Capability bits reported by identify. Unknown bits are ignored by the host. */
 typedef uint64_t gpustack_capabilities;
 #define GPUSTACK_CAP_SHARED (UINT64_C(1) << 0)          /* <base>.shared ownership slots */
@@ -174,6 +215,17 @@ typedef uint64_t gpustack_capabilities;
 #define GPUSTACK_CAP_PARTITIONING (UINT64_C(1) << 2)    /* <base>.partitioned: hardware instances */
 #define GPUSTACK_CAP_PROCESS_METRICS (UINT64_C(1) << 3) /* per-process samples */
 #define GPUSTACK_CAP_HEALTH_EVENTS (UINT64_C(1) << 4)   /* poll_health_events delivers events */
+/* Since 1.1: a logical slice is a driver object (MetaX sGPU, Cambricon sMLU, Ascend vNPU): the
+ * host prepares it before the grant and unprepares it once its owner is gone, and its charge
+ * outlives a finished container until then. */
+#define GPUSTACK_CAP_SLICE_OBJECTS (UINT64_C(1) << 5)
+
+/* How the manufacturer's container runtime takes part (identity.runtime_flags, since 1.1). */
+typedef uint64_t gpustack_runtime_flags;
+/* The device manager itself must run under the vendor runtime (it injects the driver). */
+#define GPUSTACK_RUNTIME_INJECTS_DRIVER (UINT64_C(1) << 0)
+/* Grants only name the cards (an env var); workloads need the vendor runtime to get them. */
+#define GPUSTACK_RUNTIME_INJECTS_DEVICES (UINT64_C(1) << 1)
 
 /* Opaque plugin state created by init and destroyed by shutdown. Only the plugin sees inside. */
 typedef struct gpustack_plugin_instance gpustack_plugin_instance;
@@ -252,9 +304,21 @@ typedef struct gpustack_plugin_identity {
   size_t pci_vendor_id_count;
   gpustack_capabilities capabilities;
   gpustack_str partition_kind; /* "mig" when GPUSTACK_CAP_PARTITIONING is set, else empty */
+  /* Since 1.1: what the node needs besides the plugin, so the host checks it (preflight) and the
+   * chart sets it up without knowing the vendor. */
+  /* The vendor container runtime's containerd handler and RuntimeClass name ("nvidia"); empty
+   * when the vendor has none. Workloads get it where it exists; it is required (and checked)
+   * only when runtime_flags say it injects something. */
+  gpustack_str runtime_class;
+  gpustack_runtime_flags runtime_flags; /* GPUSTACK_RUNTIME_*; 0 when runtime_class is empty */
+  /* What to install when the management library is missing: "install the NVIDIA driver (it
+   * ships NVML)". */
+  gpustack_str install_hint;
 } gpustack_plugin_identity;
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, partition_kind)
+#define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, install_hint)
 
 typedef struct gpustack_init_args {
   size_t struct_size;
@@ -268,9 +332,13 @@ typedef struct gpustack_init_args {
    * vendors); valid until shutdown returns. */
   const gpustack_pci_device* const* pci_devices;
   size_t pci_device_count;
+  /* Since 1.1, out: the instance create_instance made (it may stay NULL if the plugin needs no
+   * state). init (1.0) ignores it. */
+  gpustack_plugin_instance* instance;
 } gpustack_init_args;
 #define GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_init_args, pci_device_count)
+#define GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_init_args, instance)
 
 /* ============================================================================================
  * Discovery
@@ -435,8 +503,96 @@ typedef struct gpustack_grant_args {
   gpustack_str partition_id; /* PARTITIONED: the instance, as create_partition
                                 reported it; empty otherwise */
   const gpustack_container_edit_sink* sink;
+  /* Since 1.1. SLICED on a GPUSTACK_CAP_SLICE_OBJECTS plugin: the slice prepare_slice reported;
+   * empty otherwise. A 1.0 host knows neither the capability (the C++ helper does not report it
+   * to one) nor prepare_slice, and sends SLICED grants without a slice: such a plugin makes the
+   * slice inside grant, or refuses with FAILED_PRECONDITION. */
+  gpustack_str slice_id;
 } gpustack_grant_args;
 #define GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_grant_args, sink)
+#define GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_grant_args, slice_id)
+
+/* ============================================================================================
+ * Slice objects (since 1.1; GPUSTACK_CAP_SLICE_OBJECTS)
+ * ========================================================================================== */
+
+/* A slice made as a driver object on one card. */
+typedef struct gpustack_slice {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_str id; /* the driver's name for it, passed back to grant and unprepare_slice */
+} gpustack_slice;
+#define GPUSTACK_SLICE_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_slice, id)
+
+typedef struct gpustack_slice_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_slice)(void* host_data, const gpustack_slice* slice);
+} gpustack_slice_sink;
+#define GPUSTACK_SLICE_SINK_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_slice_sink, add_slice)
+
+/* Makes (or, for the same owner, finds again) the slice object that a SLICED grant of this budget
+ * needs on the card, and reports it through the sink exactly once on success. `owner` is recorded
+ * with it the way partition owners are. */
+typedef struct gpustack_prepare_slice_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  uint64_t memory_limit_mib; /* the VRAM budget */
+  uint32_t cores_percentage; /* the compute budget, 1..100 */
+  uint32_t reserved;         /* 0 */
+  gpustack_str owner;
+  const gpustack_slice_sink* sink;
+} gpustack_prepare_slice_args;
+#define GPUSTACK_PREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_prepare_slice_args, sink)
+
+/* Removes a slice object once its owner is gone. FAILED_PRECONDITION when another owner holds it,
+ * NOT_FOUND when it no longer exists (the host treats both as done for this owner). */
+typedef struct gpustack_unprepare_slice_args {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id;
+  gpustack_str slice_id;
+  gpustack_str owner;
+} gpustack_unprepare_slice_args;
+#define GPUSTACK_UNPREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_unprepare_slice_args, owner)
+
+/* ============================================================================================
+ * Device nodes (since 1.1)
+ * ========================================================================================== */
+
+/* A device node the manufacturer's containers use on this node, whoever injects it (the host
+ * through a grant, or the vendor runtime): the host checks that each exists (preflight). */
+typedef struct gpustack_device_node {
+  size_t struct_size;
+  const void* next;
+  gpustack_str accelerator_id; /* the card it belongs to; empty: every card needs it */
+  gpustack_str path; /* under the device directory, without "/dev/": "nvidia0", "dri/card1" */
+} gpustack_device_node;
+#define GPUSTACK_DEVICE_NODE_STRUCT_SIZE_V1_1 GPUSTACK_STRUCT_SIZE(gpustack_device_node, path)
+
+typedef struct gpustack_device_node_sink {
+  size_t struct_size;
+  const void* next;
+  void* host_data;
+  gpustack_status (*add_device_node)(void* host_data, const gpustack_device_node* node);
+} gpustack_device_node_sink;
+#define GPUSTACK_DEVICE_NODE_SINK_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_device_node_sink, add_device_node)
+
+typedef struct gpustack_list_device_nodes_args {
+  size_t struct_size;
+  const void* next;
+  const gpustack_str* accelerator_ids; /* the cards; count 0 = every card */
+  size_t accelerator_id_count;
+  const gpustack_device_node_sink* sink;
+} gpustack_list_device_nodes_args;
+#define GPUSTACK_LIST_DEVICE_NODES_ARGS_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_list_device_nodes_args, sink)
 
 /* ============================================================================================
  * Partitioning
@@ -595,7 +751,8 @@ typedef struct gpustack_poll_health_args {
  * ========================================================================================== */
 
 /* Returned by negotiation; static, owned by the plugin, valid while the library is loaded.
- * Function pointers marked OPTIONAL may be NULL, which means UNIMPLEMENTED. */
+ * Function pointers marked OPTIONAL may be NULL, which means UNIMPLEMENTED; what a capability
+ * requires is listed in this header's top comment. */
 struct gpustack_plugin_api {
   size_t struct_size;
   const void* next;
@@ -610,8 +767,9 @@ struct gpustack_plugin_api {
    * hardware, is cheap and may be called from any thread at any time. */
   gpustack_status (*identify)(gpustack_plugin_identity* identity);
 
-  /* Creates the plugin's state. It may load the vendor library; it must not fail only because
-   * no device is present (discovery then reports nothing). On OK, *instance is set (it may be
+  /* Creates the plugin's state. It should not load the vendor library: load it on first use,
+   * and only fail for a missing library when the host's PCI inventory holds one of the plugin's
+   * devices (a node without them is a valid, empty answer). On OK, *instance is set (it may be
    * NULL if the plugin needs no state) and later passed to every call and to shutdown. On any
    * other status the plugin has released everything it made, stopped any thread it started, and
    * never calls a host service again; the host does not call shutdown. The host may create more
@@ -653,9 +811,29 @@ struct gpustack_plugin_api {
    * with init or shutdown), so the timeout bounds how long shutdown waits. OPTIONAL. */
   gpustack_status (*poll_health_events)(gpustack_plugin_instance* instance,
                                         const gpustack_poll_health_args* args);
+
+  /* ---- since 1.1 ---- */
+
+  /* init with its result in its args: as init, the instance written to args->instance. A 1.1
+   * host calls it when present (else init); a plugin provides both to serve 1.0 hosts. */
+  gpustack_status (*create_instance)(gpustack_init_args* args);
+
+  /* Reports the device nodes the given cards' containers use (see gpustack_device_node), shared
+   * ones once, with an empty accelerator_id. NOT_FOUND names a card the plugin does not have.
+   * OPTIONAL. */
+  gpustack_status (*list_device_nodes)(gpustack_plugin_instance* instance,
+                                       const gpustack_list_device_nodes_args* args);
+
+  /* Slice objects; required when GPUSTACK_CAP_SLICE_OBJECTS is set, else OPTIONAL. */
+  gpustack_status (*prepare_slice)(gpustack_plugin_instance* instance,
+                                   const gpustack_prepare_slice_args* args);
+  gpustack_status (*unprepare_slice)(gpustack_plugin_instance* instance,
+                                     const gpustack_unprepare_slice_args* args);
 };
 #define GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_api, poll_health_events)
+#define GPUSTACK_PLUGIN_API_STRUCT_SIZE_V1_1 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_api, unprepare_slice)
 
 /* The entry point. The host sets struct_size, host_abi_major and host_abi_minor.
  * The plugin always writes plugin_abi_major/minor, then either sets api and returns OK (it speaks

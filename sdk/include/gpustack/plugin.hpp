@@ -10,8 +10,10 @@
 //   GPUSTACK_PLUGIN_DEFINE(MyPlugin)
 //
 // Every exception stops at the boundary: gpustack::sdk::Error becomes its status and message, any
-// other exception becomes GPUSTACK_STATUS_INTERNAL with its what(). Hooks not overridden report
-// GPUSTACK_STATUS_UNIMPLEMENTED. Struct sizes are checked before any field is read.
+// other exception becomes GPUSTACK_STATUS_INTERNAL with its what(). A hook the class does not
+// override (anywhere below sdk::Plugin) is left NULL in the function table, so the host and the
+// conformance suite see exactly what the plugin implements; override hooks as public members.
+// Struct sizes are checked before any field is read. Needs C++20.
 #ifndef GPUSTACK_PLUGIN_HPP_
 #define GPUSTACK_PLUGIN_HPP_
 
@@ -27,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,6 +56,10 @@ struct Identity {
   std::vector<uint16_t> pci_vendor_ids{};
   gpustack_capabilities capabilities = 0;
   std::string_view partition_kind{};
+  // What the node needs besides the plugin (ABI 1.1): the vendor runtime, and what to install.
+  std::string_view runtime_class{};
+  gpustack_runtime_flags runtime_flags = 0;
+  std::string_view install_hint{};
 };
 
 namespace detail {
@@ -72,7 +79,7 @@ T ReadStruct(const T* src, size_t min_size, const char* what) {
                 src == nullptr
                     ? std::string(what) + " is NULL"
                     : std::string(what) + ".struct_size " + std::to_string(src->struct_size) +
-                          " is smaller than the ABI 1.0 minimum " + std::to_string(min_size));
+                          " is smaller than its minimum " + std::to_string(min_size));
   }
   return local;
 }
@@ -272,6 +279,29 @@ class ContainerEditSink {
   void Env(std::string_view name, std::string_view value) {
     Add({GPUSTACK_EDIT_ENV, std::string(name), std::string(value), {}, {}, {}, false});
   }
+  // A device node at the same path in the container unless told otherwise.
+  void DeviceNode(std::string_view host_path, std::string_view container_path = {},
+                  std::string_view permissions = "rw") {
+    Add({GPUSTACK_EDIT_DEVICE_NODE,
+         {},
+         {},
+         std::string(host_path),
+         std::string(container_path.empty() ? host_path : container_path),
+         std::string(permissions),
+         false});
+  }
+  void Mount(std::string_view host_path, std::string_view container_path, bool read_only = true) {
+    Add({GPUSTACK_EDIT_MOUNT,
+         {},
+         {},
+         std::string(host_path),
+         std::string(container_path),
+         {},
+         read_only});
+  }
+  void Annotation(std::string_view key, std::string_view value) {
+    Add({GPUSTACK_EDIT_ANNOTATION, std::string(key), std::string(value), {}, {}, {}, false});
+  }
 
  private:
   gpustack_container_edit_sink sink_;
@@ -331,6 +361,32 @@ class MetricsSink {
   gpustack_metrics_sink sink_;
 };
 
+class DeviceNodeSink {
+ public:
+  explicit DeviceNodeSink(const gpustack_device_node_sink& sink) : sink_(sink) {}
+  void Add(const sdk::DeviceNode& node) {
+    const gpustack_device_node c{sizeof(gpustack_device_node), nullptr, Str(node.accelerator_id),
+                                 Str(node.path)};
+    detail::CheckSink(sink_.add_device_node(sink_.host_data, &c), "device node");
+  }
+
+ private:
+  gpustack_device_node_sink sink_;
+};
+
+class SliceSink {
+ public:
+  explicit SliceSink(const gpustack_slice_sink& sink) : sink_(sink) {}
+  void Add(const Slice& slice) {
+    const gpustack_slice c{sizeof(gpustack_slice), nullptr, Str(slice.accelerator_id),
+                           Str(slice.id)};
+    detail::CheckSink(sink_.add_slice(sink_.host_data, &c), "slice");
+  }
+
+ private:
+  gpustack_slice_sink sink_;
+};
+
 class HealthSink {
  public:
   explicit HealthSink(const gpustack_health_sink& sink) : sink_(sink) {}
@@ -366,6 +422,17 @@ class Plugin {
   }
   virtual void PollHealthEvents(uint32_t /*timeout_ms*/, HealthSink& /*sink*/) {
     Unimplemented("poll_health_events");
+  }
+  // The device nodes of the cards named (every card when none is), see gpustack_device_node.
+  virtual void ListDeviceNodes(const std::vector<std::string>& /*accelerator_ids*/,
+                               DeviceNodeSink& /*sink*/) {
+    Unimplemented("list_device_nodes");
+  }
+  virtual void PrepareSlice(const PrepareSliceRequest& /*request*/, SliceSink& /*sink*/) {
+    Unimplemented("prepare_slice");
+  }
+  virtual void UnprepareSlice(const UnprepareSliceRequest& /*request*/) {
+    Unimplemented("unprepare_slice");
   }
 
  protected:
@@ -414,8 +481,16 @@ class Adapter {
       detail::SetIfFits(out, &I::plugin_version, Str(id.plugin_version));
       detail::SetIfFits(out, &I::pci_vendor_ids, id.pci_vendor_ids.data());
       detail::SetIfFits(out, &I::pci_vendor_id_count, id.pci_vendor_ids.size());
-      detail::SetIfFits(out, &I::capabilities, id.capabilities);
+      // A 1.0 host (a 1.0-sized identity) is sent only the capability bits 1.0 defines.
+      const bool v1_1 = out->struct_size >= GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1;
+      detail::SetIfFits(out, &I::capabilities,
+                        v1_1
+                            ? id.capabilities
+                            : id.capabilities & ~gpustack_capabilities{GPUSTACK_CAP_SLICE_OBJECTS});
       detail::SetIfFits(out, &I::partition_kind, Str(id.partition_kind));
+      detail::SetIfFits(out, &I::runtime_class, Str(id.runtime_class));
+      detail::SetIfFits(out, &I::runtime_flags, id.runtime_flags);
+      detail::SetIfFits(out, &I::install_hint, Str(id.install_hint));
     });
   }
 
@@ -430,6 +505,15 @@ class Adapter {
       Plugin* plugin = new Impl(Host(local));
       *instance = reinterpret_cast<gpustack_plugin_instance*>(plugin);
     });
+  }
+
+  static gpustack_status CreateInstance(gpustack_init_args* args) noexcept {
+    if (args == nullptr || args->struct_size < GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_1) {
+      detail::SetLastError("init_args is NULL or smaller than ABI 1.1 (use init)");
+      return GPUSTACK_STATUS_INVALID_ARGUMENT;
+    }
+    args->instance = nullptr;
+    return Init(args, &args->instance);
   }
 
   static void Shutdown(gpustack_plugin_instance* instance) noexcept {
@@ -460,7 +544,8 @@ class Adapter {
                        {},
                        a.memory_limit_mib,
                        a.cores_percentage,
-                       std::string(View(a.partition_id))};
+                       std::string(View(a.partition_id)),
+                       std::string(View(a.slice_id))};
       for (gpustack_str id :
            detail::HostArray(a.accelerator_ids, a.accelerator_id_count, "accelerator_ids")) {
         grant.accelerator_ids.emplace_back(View(id));
@@ -535,21 +620,81 @@ class Adapter {
     });
   }
 
-  static constexpr gpustack_plugin_api kApi{sizeof(gpustack_plugin_api),
-                                            nullptr,
-                                            GPUSTACK_PLUGIN_ABI_MAJOR,
-                                            GPUSTACK_PLUGIN_ABI_MINOR,
-                                            &LastErrorMessage,
-                                            &Identify,
-                                            &Init,
-                                            &Shutdown,
-                                            &Discover,
-                                            &GrantHook,
-                                            &ListPartitions,
-                                            &CreatePartition,
-                                            &DestroyPartition,
-                                            &SampleMetrics,
-                                            &PollHealthEvents};
+  static gpustack_status ListDeviceNodes(gpustack_plugin_instance* instance,
+                                         const gpustack_list_device_nodes_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_LIST_DEVICE_NODES_ARGS_STRUCT_SIZE_V1_1,
+                                        "list_device_nodes_args");
+      DeviceNodeSink sink(detail::ReadSink(a.sink, GPUSTACK_DEVICE_NODE_SINK_STRUCT_SIZE_V1_1,
+                                           &gpustack_device_node_sink::add_device_node,
+                                           "device node sink"));
+      std::vector<std::string> ids;
+      for (gpustack_str id :
+           detail::HostArray(a.accelerator_ids, a.accelerator_id_count, "accelerator_ids")) {
+        ids.emplace_back(View(id));
+      }
+      Self(instance)->ListDeviceNodes(ids, sink);
+    });
+  }
+
+  static gpustack_status PrepareSlice(gpustack_plugin_instance* instance,
+                                      const gpustack_prepare_slice_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_PREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1,
+                                        "prepare_slice_args");
+      SliceSink sink(detail::ReadSink(a.sink, GPUSTACK_SLICE_SINK_STRUCT_SIZE_V1_1,
+                                      &gpustack_slice_sink::add_slice, "slice sink"));
+      Self(instance)->PrepareSlice({std::string(View(a.accelerator_id)), a.memory_limit_mib,
+                                    a.cores_percentage, std::string(View(a.owner))},
+                                   sink);
+    });
+  }
+
+  static gpustack_status UnprepareSlice(gpustack_plugin_instance* instance,
+                                        const gpustack_unprepare_slice_args* args) noexcept {
+    return detail::Guard([&] {
+      const auto a = detail::ReadStruct(args, GPUSTACK_UNPREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1,
+                                        "unprepare_slice_args");
+      Self(instance)->UnprepareSlice({std::string(View(a.accelerator_id)),
+                                      std::string(View(a.slice_id)), std::string(View(a.owner))});
+    });
+  }
+
+  // A hook's slot is filled only when some class between sdk::Plugin and Impl overrides it:
+  // &Impl::Hook then names that class, not sdk::Plugin. Overrides must be public.
+  template <auto kImplHook, auto kBaseHook, auto kAdapterHook>
+  static constexpr auto Slot() {
+    if constexpr (std::is_same_v<decltype(kImplHook), decltype(kBaseHook)>) {
+      return static_cast<decltype(kAdapterHook)>(nullptr);
+    } else {
+      // A member of the same name but another signature (say, const) hides the hook instead of
+      // overriding it: the slot would be filled and every call answer UNIMPLEMENTED.
+      static_assert(std::is_convertible_v<decltype(kBaseHook), decltype(kImplHook)>,
+                    "a hook method's signature differs from sdk::Plugin's: declare it 'override'");
+      return kAdapterHook;
+    }
+  }
+
+  static constexpr gpustack_plugin_api kApi{
+      sizeof(gpustack_plugin_api),
+      nullptr,
+      GPUSTACK_PLUGIN_ABI_MAJOR,
+      GPUSTACK_PLUGIN_ABI_MINOR,
+      &LastErrorMessage,
+      &Identify,
+      &Init,
+      &Shutdown,
+      Slot<&Impl::Discover, &Plugin::Discover, &Discover>(),
+      Slot<&Impl::Grant, &Plugin::Grant, &GrantHook>(),
+      Slot<&Impl::ListPartitions, &Plugin::ListPartitions, &ListPartitions>(),
+      Slot<&Impl::CreatePartition, &Plugin::CreatePartition, &CreatePartition>(),
+      Slot<&Impl::DestroyPartition, &Plugin::DestroyPartition, &DestroyPartition>(),
+      Slot<&Impl::SampleMetrics, &Plugin::SampleMetrics, &SampleMetrics>(),
+      Slot<&Impl::PollHealthEvents, &Plugin::PollHealthEvents, &PollHealthEvents>(),
+      &CreateInstance,
+      Slot<&Impl::ListDeviceNodes, &Plugin::ListDeviceNodes, &ListDeviceNodes>(),
+      Slot<&Impl::PrepareSlice, &Plugin::PrepareSlice, &PrepareSlice>(),
+      Slot<&Impl::UnprepareSlice, &Plugin::UnprepareSlice, &UnprepareSlice>()};
 };
 
 }  // namespace gpustack::sdk

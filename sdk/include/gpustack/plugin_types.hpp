@@ -104,6 +104,7 @@ struct Grant {
   uint64_t memory_limit_mib = 0;
   uint32_t cores_percentage = 0;
   std::string partition_id{};
+  std::string slice_id{};  // SLICED on a slice-objects plugin: what PrepareSlice reported
 };
 
 struct ContainerEdit {
@@ -121,6 +122,31 @@ struct Partition {
   std::string id{};
   std::string profile{};
   gpustack_placement placement{};
+  std::string owner{};
+};
+
+// A device node a card's containers use, under the device directory ("nvidia0", "dri/card1");
+// an empty accelerator_id means every card needs it.
+struct DeviceNode {
+  std::string accelerator_id{};
+  std::string path{};
+};
+
+struct PrepareSliceRequest {
+  std::string accelerator_id{};
+  uint64_t memory_limit_mib = 0;
+  uint32_t cores_percentage = 0;
+  std::string owner{};
+};
+
+struct Slice {
+  std::string accelerator_id{};
+  std::string id{};
+};
+
+struct UnprepareSliceRequest {
+  std::string accelerator_id{};
+  std::string slice_id{};
   std::string owner{};
 };
 
@@ -160,9 +186,19 @@ struct ProcessSample {
   Measurement cores_utilization_percent{};
 };
 
+// Whether a host's list of card ids covers `id`: an empty list means every card.
+inline bool Covers(const std::vector<std::string>& ids, std::string_view id) {
+  if (ids.empty()) return true;
+  for (const std::string& wanted : ids) {
+    if (wanted == id) return true;
+  }
+  return false;
+}
+
 struct MetricsRequest {
   std::vector<std::string> accelerator_ids;  // empty = every card
   bool include_processes = false;
+  bool Wants(std::string_view id) const { return Covers(accelerator_ids, id); }
 };
 
 struct HealthEvent {
