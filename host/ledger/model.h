@@ -3,8 +3,8 @@
 //
 // Field names follow the Devices CRD (worker.gpustack.ai/v1alpha1) exactly, so the JSON here is
 // the object's spec and status.
-#ifndef GPUSTACK_HOST_DEVICES_MODEL_H_
-#define GPUSTACK_HOST_DEVICES_MODEL_H_
+#ifndef GPUSTACK_HOST_LEDGER_MODEL_H_
+#define GPUSTACK_HOST_LEDGER_MODEL_H_
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +15,7 @@
 
 #include "host/common/result.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 
 // One card is 1,600,000 credits; a shared ownership slot is a tenth of a card.
 inline constexpr int64_t kCardCredits = 1'600'000;
@@ -173,6 +173,6 @@ struct SlicedDetail {
 };
 SlicedDetail SlicedDetailOf(const Group& group);
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-#endif  // GPUSTACK_HOST_DEVICES_MODEL_H_
+#endif  // GPUSTACK_HOST_LEDGER_MODEL_H_

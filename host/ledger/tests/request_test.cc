@@ -2,10 +2,10 @@
 // and the quantity edge cases.
 #include <gtest/gtest.h>
 
-#include "host/devices/profiles.h"
-#include "host/devices/request.h"
+#include "host/ledger/request.h"
+#include "tests/support/ledger_tables.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using nlohmann::json;
@@ -14,7 +14,7 @@ const std::vector<ResourceKind> kKinds{{"nvidia", "nvidia.com/gpu", "mig"},
                                        {"amd", "amd.com/gpu", ""}};
 
 FoldContext H100Pool() {
-  return {81920, FindPartitionTable("nvidia", "NVIDIA H100 80GB HBM3")->profiles};
+  return {81920, testing::FindPartitionTable("nvidia", "NVIDIA H100 80GB HBM3")->profiles};
 }
 
 json Container(const std::string& name, json limits) {
@@ -199,6 +199,17 @@ TEST(Rules, DerivedUnitsAreIgnoredAndOtherVendorsWork) {
                  "accelerators of one manufacturer, found amd.com/gpu and nvidia.com/gpu");
 }
 
+TEST(Rules, AManufacturerWithoutPartitionsSaysSoInsteadOfAskingForAProfile) {
+  const std::string forbidden =
+      "spec.containers[0].resources.limits[amd.com/gpu.partitioned]: Forbidden: amd cards are not "
+      "partitioned (hardware partitions exist for manufacturers whose plugin has a partition "
+      "kind); request amd.com/gpu or amd.com/gpu.sliced";
+  ExpectRejected(Pod({Container("main", {{"amd.com/gpu.partitioned", "1"}})}), forbidden);
+  ExpectRejected(Pod({Container("main", {{"amd.com/gpu.partitioned", "1"},
+                                         {"amd.com/gpu.partitioned.mig-1g.10gb", "1"}})}),
+                 forbidden);
+}
+
 TEST(Quantities, EdgeCases) {
   EXPECT_EQ(*ParseCount("3", 10), 3);
   EXPECT_EQ(*ParseCount("2000m", 10), 2);
@@ -232,4 +243,4 @@ TEST(Quantities, EdgeCases) {
 }
 
 }  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

@@ -1,8 +1,8 @@
 // A Pod's accelerator request: the containers' resource keys parsed into one of the four families,
 // checked against the seven admission rules (the Pod webhook's logic), with the derived `.units`
 // folded in. Pure: the Pod arrives as JSON, the manufacturers' resource names as input.
-#ifndef GPUSTACK_HOST_DEVICES_REQUEST_H_
-#define GPUSTACK_HOST_DEVICES_REQUEST_H_
+#ifndef GPUSTACK_HOST_LEDGER_REQUEST_H_
+#define GPUSTACK_HOST_LEDGER_REQUEST_H_
 
 #include <nlohmann/json.hpp>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "host/common/result.h"
-#include "host/devices/model.h"
+#include "host/ledger/model.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 
 enum class Family { kExclusive, kShared, kSliced, kPartitioned };
 const char* FamilyName(Family family);  // "exclusive", "shared", "sliced", "partitioned"
@@ -67,6 +67,6 @@ int64_t SliceUnits(uint32_t memory_percentage, uint64_t memory_mib, uint64_t car
 // Units of a partition: its memory folded through the card's VRAM like a slice.
 int64_t PartitionUnits(uint64_t profile_memory_mib, uint64_t card_memory_mib);
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-#endif  // GPUSTACK_HOST_DEVICES_REQUEST_H_
+#endif  // GPUSTACK_HOST_LEDGER_REQUEST_H_

@@ -6,19 +6,20 @@
 // Invariants, checked by the property tests: no card is charged past 1,600,000 credits, 10 shared
 // slots, its logical slice count, 100 % compute (unless it overcommits) or overlapping partition
 // placements; no card is held in two modes; releasing an allocation restores the ledger exactly.
-#ifndef GPUSTACK_HOST_DEVICES_LEDGER_H_
-#define GPUSTACK_HOST_DEVICES_LEDGER_H_
+#ifndef GPUSTACK_HOST_LEDGER_LEDGER_H_
+#define GPUSTACK_HOST_LEDGER_LEDGER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "host/common/result.h"
-#include "host/devices/model.h"
-#include "host/devices/request.h"
+#include "host/ledger/model.h"
+#include "host/ledger/request.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 
 // The live state of one card, derived from the allocations charged to it.
 struct CardState {
@@ -73,10 +74,10 @@ class NodeLedger {
   bool Release(const Owner& owner);
   // A Pod that Succeeded or Failed gives back exclusive, shared and sliced charges at once;
   // partitions stay charged until the Pod is deleted (their hardware instance still exists), and
-  // so do slices of manufacturers whose slices are driver objects (MetaX sGPU, Cambricon sMLU),
-  // named in `durable_slice_manufacturers`.
+  // so do slices where `slices_are_objects(manufacturer)` says the slice is a driver object (its
+  // plugin claims GPUSTACK_CAP_SLICE_OBJECTS): the ledger itself knows no manufacturer.
   void ReleaseTerminated(const Owner& owner,
-                         const std::vector<std::string>& durable_slice_manufacturers = {});
+                         const std::function<bool(const std::string&)>& slices_are_objects = {});
 
   DevicesStatus ToStatus() const;
 
@@ -94,6 +95,6 @@ class NodeLedger {
   std::map<Owner, Allocation> allocations_;
 };
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-#endif  // GPUSTACK_HOST_DEVICES_LEDGER_H_
+#endif  // GPUSTACK_HOST_LEDGER_LEDGER_H_

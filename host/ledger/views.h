@@ -1,8 +1,8 @@
 // What the ledgers add up to: an InstanceType's four capacity views (and the CPU view), the node
 // counting keys and per-card fit labels the worker publishes, and the device plugin's advertised
 // token counts. Pure functions of NodeLedgers.
-#ifndef GPUSTACK_HOST_DEVICES_VIEWS_H_
-#define GPUSTACK_HOST_DEVICES_VIEWS_H_
+#ifndef GPUSTACK_HOST_LEDGER_VIEWS_H_
+#define GPUSTACK_HOST_LEDGER_VIEWS_H_
 
 #include <cstdint>
 #include <map>
@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "host/devices/ledger.h"
+#include "host/ledger/ledger.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 
 struct ResourceView {
   int64_t once_max_request = 0;
@@ -57,6 +57,6 @@ std::map<std::string, int64_t> AdvertisedCounts(const NodeLedger& node, const Re
 // Per-model fit labels (reference 3.7), keyed by the full label name.
 std::map<std::string, int64_t> FitLabels(const NodeLedger& node);
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-#endif  // GPUSTACK_HOST_DEVICES_VIEWS_H_
+#endif  // GPUSTACK_HOST_LEDGER_VIEWS_H_

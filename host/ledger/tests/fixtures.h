@@ -1,14 +1,14 @@
 // Node specs of the reference's worked examples, built from the partition tables.
-#ifndef GPUSTACK_HOST_DEVICES_TESTS_FIXTURES_H_
-#define GPUSTACK_HOST_DEVICES_TESTS_FIXTURES_H_
+#ifndef GPUSTACK_HOST_LEDGER_TESTS_FIXTURES_H_
+#define GPUSTACK_HOST_LEDGER_TESTS_FIXTURES_H_
 
 #include <string>
 #include <vector>
 
-#include "host/devices/ledger.h"
-#include "host/devices/profiles.h"
+#include "host/ledger/ledger.h"
+#include "tests/support/ledger_tables.h"
 
-namespace gpustack::devices::testing {
+namespace gpustack::ledger::testing {
 
 inline Accelerator Card(const std::string& id, uint32_t index, uint32_t logical_count = 128,
                         bool overcommit = true) {
@@ -85,6 +85,6 @@ inline Request Whole(Family family, uint32_t count) {
   return r;
 }
 
-}  // namespace gpustack::devices::testing
+}  // namespace gpustack::ledger::testing
 
-#endif  // GPUSTACK_HOST_DEVICES_TESTS_FIXTURES_H_
+#endif  // GPUSTACK_HOST_LEDGER_TESTS_FIXTURES_H_

@@ -1,10 +1,10 @@
-#include "host/devices/model.h"
+#include "host/ledger/model.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using nlohmann::json;
@@ -27,7 +27,11 @@ class Reader {
       if (required) Fail(path + "." + key, "is required");
       return;
     }
-    if (!it->is_number_unsigned() || it->get<uint64_t>() > std::numeric_limits<T>::max()) {
+    // JSON has one kind of integer: a parser may read 81920 as signed (a YAML round trip does),
+    // so any non-negative integer counts.
+    const bool non_negative =
+        it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0);
+    if (!non_negative || it->get<uint64_t>() > std::numeric_limits<T>::max()) {
       Fail(path + "." + key, "must be a non-negative integer, got " + it->dump());
       return;
     }
@@ -282,8 +286,10 @@ Result<DevicesSpec> SpecFromJson(const json& j) {
       r.String(aj, "id", ap, a.id, true);
       r.Uint(aj, "index", ap, a.index);
       r.Array(aj, "physicalIndexes", ap, [&](const json& e, const std::string& p) {
-        if (!e.is_number_unsigned() || e.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
-          r.Fail(p, "must be a non-negative integer");
+        const bool non_negative =
+            e.is_number_unsigned() || (e.is_number_integer() && e.get<int64_t>() >= 0);
+        if (!non_negative || e.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+          r.Fail(p, "must be a non-negative integer, got " + e.dump());
           return;
         }
         a.physical_indexes.push_back(e.get<uint32_t>());
@@ -465,4 +471,4 @@ Result<Allocation> AllocationFromJson(const json& j) {
   return allocation;
 }
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

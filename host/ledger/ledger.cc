@@ -1,9 +1,9 @@
-#include "host/devices/ledger.h"
+#include "host/ledger/ledger.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 std::string CardName(const CardState& c) {
@@ -73,11 +73,13 @@ uint32_t CardState::RemainingInstances(const PartitionProfile& profile) const {
   auto mask = [](const Placement& p) -> uint64_t {
     return p.length >= 64 ? ~uint64_t{0} : ((uint64_t{1} << p.length) - 1) << p.start;
   };
-  const bool fits_mask = std::all_of(profile.placements.begin(), profile.placements.end(),
-                                     [](const Placement& p) { return p.start + p.length <= 64; }) &&
-                         std::all_of(partitions.begin(), partitions.end(), [](const auto& p) {
-                           return p.second.start + p.second.length <= 64;
-                         });
+  auto within = [](const Placement& p) {  // in 64 bits: start + length may not wrap
+    return uint64_t{p.start} + uint64_t{p.length} <= 64;
+  };
+  const bool fits_mask =
+      std::all_of(profile.placements.begin(), profile.placements.end(), within) &&
+      std::all_of(partitions.begin(), partitions.end(),
+                  [&](const auto& p) { return within(p.second); });
   uint32_t count = 0;
   if (fits_mask) {
     uint64_t used = 0;
@@ -354,7 +356,13 @@ void NodeLedger::Apply(const Charge& charge, int sign) {
 Result<Allocation> NodeLedger::Reserve(const Owner& owner, const Request& request) {
   if (auto held = allocations_.find(owner); held != allocations_.end()) return held->second;
   auto charges = Fit(request);
-  if (!charges) return Error{charges.error()};
+  if (!charges) return std::move(charges).failure();
+  if (charges->empty()) {
+    // An owner recorded with nothing would have its later, real request answered with nothing.
+    return Error{"pod " + owner.pod_uid + " container " + owner.container +
+                     ": the request asks for no accelerator; nothing reserved",
+                 Code::kInvalidArgument};
+  }
   Allocation allocation{owner, std::move(charges).value()};
   for (const Charge& c : allocation.charges) Apply(c, +1);
   allocations_.emplace(owner, allocation);
@@ -391,17 +399,16 @@ bool NodeLedger::Release(const Owner& owner) {
   return true;
 }
 
-void NodeLedger::ReleaseTerminated(const Owner& owner,
-                                   const std::vector<std::string>& durable_slice_manufacturers) {
+void NodeLedger::ReleaseTerminated(
+    const Owner& owner, const std::function<bool(const std::string&)>& slices_are_objects) {
   auto it = allocations_.find(owner);
   if (it == allocations_.end()) return;
   std::vector<Charge>& charges = it->second.charges;
   auto durable = [&](const Charge& c) {
     if (c.mode == Mode::kPartitioned) return true;
     if (c.mode != Mode::kSliced) return false;
-    const std::string& manufacturer = FindCard(c.accelerator_id)->group->manufacturer;
-    return std::find(durable_slice_manufacturers.begin(), durable_slice_manufacturers.end(),
-                     manufacturer) != durable_slice_manufacturers.end();
+    return slices_are_objects &&
+           slices_are_objects(FindCard(c.accelerator_id)->group->manufacturer);
   };
   for (auto c = charges.begin(); c != charges.end();) {
     if (durable(*c)) {
@@ -454,4 +461,4 @@ Result<NodeFit> FitOnNodes(const std::vector<const NodeLedger*>& nodes, const Re
                (why.empty() ? "" : ": " + why)};
 }
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

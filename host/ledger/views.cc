@@ -1,8 +1,8 @@
-#include "host/devices/views.h"
+#include "host/ledger/views.h"
 
 #include <algorithm>
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 bool Usable(const CardState& c, Mode mode) {
@@ -163,4 +163,4 @@ std::map<std::string, int64_t> FitLabels(const NodeLedger& node) {
   return labels;
 }
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

@@ -2,10 +2,10 @@
 // (SH onceMax = most free slots on one card; PT onceMax is 0 or 1).
 #include <gtest/gtest.h>
 
-#include "host/devices/tests/fixtures.h"
-#include "host/devices/views.h"
+#include "host/ledger/tests/fixtures.h"
+#include "host/ledger/views.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using namespace testing;
@@ -161,36 +161,4 @@ TEST(WorkedExamples, FitLabelsFollowTheFreestCards) {
 }
 
 }  // namespace
-}  // namespace gpustack::devices
-
-namespace gpustack::devices {
-namespace {
-
-TEST(PartitionTables, EveryPlacementIsLegalAndCountsMatch) {
-  for (const PartitionTable& table : KnownPartitionTables()) {
-    for (const PartitionProfile& p : table.profiles) {
-      EXPECT_EQ(p.count, p.placements.size()) << table.product << " " << p.name;
-      EXPECT_GT(p.memory_mib, 0u);
-      for (const Placement& pl : p.placements) {
-        EXPECT_EQ(pl.length, p.memory_slices) << table.product << " " << p.name;
-        EXPECT_LE(pl.start + pl.length, table.memory_slices) << table.product << " " << p.name;
-      }
-      // A profile's own placements never overlap each other when all are taken at once.
-      CardState empty;
-      EXPECT_EQ(empty.RemainingInstances(p), p.count) << table.product << " " << p.name;
-    }
-  }
-}
-
-TEST(PartitionTables, ProductsMatchTheirDriverNames) {
-  EXPECT_EQ(FindPartitionTable("nvidia", "NVIDIA H100 80GB HBM3")->product, "H100-80GB");
-  EXPECT_EQ(FindPartitionTable("nvidia", "NVIDIA A100-SXM4-40GB")->product, "A100-40GB");
-  EXPECT_EQ(FindPartitionTable("nvidia", "NVIDIA A100 80GB PCIe")->product, "A100-80GB");
-  EXPECT_EQ(FindPartitionTable("nvidia", "NVIDIA H200")->profiles[0].name, "1g.18gb");
-  EXPECT_EQ(FindPartitionTable("thead", "PPU-ZW810E")->profiles[0].name, "4g.48gb");
-  EXPECT_EQ(FindPartitionTable("nvidia", "NVIDIA A10G"), nullptr);
-  EXPECT_EQ(FindPartitionTable("amd", "NVIDIA H100 80GB HBM3"), nullptr);
-}
-
-}  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

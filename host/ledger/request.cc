@@ -1,4 +1,4 @@
-#include "host/devices/request.h"
+#include "host/ledger/request.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using nlohmann::json;
@@ -68,6 +68,9 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
                  suffix.size() > profile_prefix.size()) {
         family = Family::kPartitioned;
         profile = suffix.substr(profile_prefix.size());
+      } else if (kind.partition_kind.empty() && suffix.rfind(".partitioned.", 0) == 0 &&
+                 suffix != ".partitioned.units") {
+        family = Family::kPartitioned;  // refused below: this manufacturer does not partition
       }
       // ".sliced.units"/".partitioned.units" are derived (overwritten); anything else under the
       // base is not an accelerator family (e.g. the legacy ".sliced.mig-<p>"): neither counts.
@@ -177,6 +180,13 @@ Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
       return r;
     }
     case Family::kPartitioned: {
+      if (k.kind->partition_kind.empty()) {
+        return Error{c.path + ".resources.limits[" + base + ".partitioned]: Forbidden: " +
+                         k.kind->manufacturer + " cards are not partitioned (hardware partitions " +
+                         "exist for manufacturers whose plugin has a partition kind); request " +
+                         base + " or " + base + ".sliced",
+                     Code::kInvalidArgument};
+      }
       if (!k.values.count(".partitioned")) {
         return Error{c.path + ".resources.limits: Required value: a " + base +
                      ".partitioned.<kind>-<profile> request must also set " + base +
@@ -379,4 +389,4 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
   return out;
 }
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

@@ -1,8 +1,8 @@
-#include "host/devices/profiles.h"
+#include "tests/support/ledger_tables.h"
 
 #include <gpustack_support/partition_tables.h>
 
-namespace gpustack::devices {
+namespace gpustack::ledger::testing {
 namespace {
 
 PartitionTable Convert(const support::PartitionTable& table) {
@@ -40,4 +40,4 @@ const PartitionTable* FindPartitionTable(std::string_view manufacturer, std::str
   return nullptr;
 }
 
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger::testing

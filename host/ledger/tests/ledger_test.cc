@@ -3,10 +3,10 @@
 
 #include <stdexcept>
 
-#include "host/devices/tests/fixtures.h"
-#include "host/devices/views.h"
+#include "host/ledger/tests/fixtures.h"
+#include "host/ledger/views.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using namespace testing;
@@ -133,7 +133,7 @@ TEST(Ledger, DurableSlicesStayChargedUntilDeletion) {
   Request slice = Sliced(25, 65536, 25);
   slice.manufacturer = "metax";
   ASSERT_TRUE(node.Reserve({"p", "c"}, slice));
-  node.ReleaseTerminated({"p", "c"}, {"metax", "cambricon"});
+  node.ReleaseTerminated({"p", "c"}, [](const std::string& m) { return m == "metax"; });
   EXPECT_EQ(node.cards()[0].allocated, 400000) << "the sGPU still exists until the Pod is deleted";
   node.ReleaseTerminated({"p", "c"});
   EXPECT_EQ(node.cards()[0].allocated, 0);
@@ -184,9 +184,9 @@ TEST(Ledger, UnhealthyCardsTakeNothing) {
 }
 
 }  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
@@ -218,9 +218,9 @@ TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
 }
 
 }  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using namespace testing;
@@ -307,5 +307,31 @@ TEST(LedgerReview, RestoreRefusesAnOutOfRangeComputeBudget) {
   EXPECT_NE(refused.error().find("compute budget must be 1..100%"), std::string::npos);
 }
 
+TEST(LedgerReview, AReservationOfNothingIsRefusedSoTheOwnerIsNotRecorded) {
+  using namespace testing;
+  NodeLedger node("n", T4Node(2, "GPU-t4-"));
+  auto empty = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 0));
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(node.allocations().empty());
+  auto real = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 1));
+  ASSERT_TRUE(real) << real.error();
+  EXPECT_EQ(real->charges.size(), 1u) << "the later real request is charged";
+}
+
+TEST(LedgerReview, ASignedButNonNegativeIntegerReadsBack) {
+  using namespace testing;
+  // What a YAML round trip of detect's output gives: integers typed as signed.
+  nlohmann::json spec = ToJson(A10gNode());
+  spec["groups"][0]["memory"] = nlohmann::json(int64_t{24576});
+  spec["groups"][0]["accelerators"][0]["physicalIndexes"][0] = nlohmann::json(int64_t{0});
+  auto parsed = SpecFromJson(spec);
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(parsed->groups[0].memory, 24576u);
+  spec["groups"][0]["memory"] = nlohmann::json(int64_t{-1});
+  EXPECT_EQ(SpecFromJson(spec).error(),
+            "spec.groups[0].memory: must be a non-negative integer, got -1");
+}
+
 }  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger

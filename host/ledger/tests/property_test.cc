@@ -7,10 +7,10 @@
 #include <random>
 #include <set>
 
-#include "host/devices/tests/fixtures.h"
-#include "host/devices/views.h"
+#include "host/ledger/tests/fixtures.h"
+#include "host/ledger/views.h"
 
-namespace gpustack::devices {
+namespace gpustack::ledger {
 namespace {
 
 using namespace testing;
@@ -180,4 +180,4 @@ TEST(Json, SpecRoundTripsAndErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace gpustack::devices
+}  // namespace gpustack::ledger
