@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "host/common/logging.h"
+#include "host/common/text.h"
 
 namespace gpustack::loader {
 namespace {
@@ -41,9 +42,13 @@ void HostServices::Log(void* host_data, gpustack_log_level level, gpustack_str m
                        gpustack_str file, uint32_t line) {
   auto* self = static_cast<HostServices*>(host_data);
   try {
-    const std::string_view text = sdk::View(message);
-    if (file.size > 0) {
-      self->logger_->log(ToSpdlog(level), "{} ({}:{})", text, sdk::View(file), line);
+    // A plugin's text may hold anything: escaped, so it cannot forge log lines or drive a
+    // terminal. Its build path means nothing on a node; the file name and line are for its vendor.
+    const std::string text = Printable(sdk::View(message));
+    std::string_view source = sdk::View(file);
+    source.remove_prefix(source.rfind('/') == std::string_view::npos ? 0 : source.rfind('/') + 1);
+    if (!source.empty()) {
+      self->logger_->log(ToSpdlog(level), "{} ({}:{})", text, Printable(source), line);
     } else {
       self->logger_->log(ToSpdlog(level), "{}", text);
     }

@@ -1,31 +1,10 @@
-// The loader's pure parts: version negotiation and the search path.
+// The loader's pure parts: the search path and the install location.
 #include <gtest/gtest.h>
 
-#include "host/loader/loader.h"
+#include "host/loader/dlopen_source.h"
 
 namespace gpustack::loader {
 namespace {
-
-TEST(Negotiation, SameMajorUsesTheLowerMinor) {
-  auto older_plugin = CheckNegotiation({1, 3}, 1, 1, GPUSTACK_STATUS_OK);
-  ASSERT_TRUE(older_plugin) << older_plugin.error();
-  EXPECT_EQ(older_plugin->minor, 1u);
-  auto newer_plugin = CheckNegotiation({1, 0}, 1, 7, GPUSTACK_STATUS_OK);
-  ASSERT_TRUE(newer_plugin) << newer_plugin.error();
-  EXPECT_EQ(newer_plugin->minor, 0u);
-}
-
-TEST(Negotiation, RefusalsNameBothVersions) {
-  auto refused = CheckNegotiation({1, 0}, 2, 0, GPUSTACK_STATUS_INCOMPATIBLE_VERSION);
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error(), "the plugin refused the host's ABI (host ABI 1.0, plugin ABI 2.0)");
-  auto lied = CheckNegotiation({1, 0}, 2, 0, GPUSTACK_STATUS_OK);
-  ASSERT_FALSE(lied);
-  EXPECT_NE(lied.error().find("different ABI major"), std::string::npos);
-  auto broken = CheckNegotiation({1, 0}, 1, 0, GPUSTACK_STATUS_INTERNAL);
-  ASSERT_FALSE(broken);
-  EXPECT_NE(broken.error().find("INTERNAL"), std::string::npos);
-}
 
 TEST(SearchPath, FlagsThenEnvThenDefaultWithoutDuplicates) {
   const auto dirs = PluginSearchPath({"/flag/a", "/flag/b/"}, "/env/x::/flag/a:/env/y",
@@ -36,9 +15,10 @@ TEST(SearchPath, FlagsThenEnvThenDefaultWithoutDuplicates) {
 }
 
 TEST(SearchPath, DefaultIsBesideTheExecutable) {
-  const auto dir = DefaultPluginDir();
-  EXPECT_EQ(dir.filename(), "plugins");
-  EXPECT_EQ(dir.parent_path().filename(), "gpustack");
+  EXPECT_EQ(DefaultPluginDir("/opt/gpustack/bin/gpustack-operator"),
+            "/opt/gpustack/lib/gpustack/plugins");
+  EXPECT_EQ(DefaultPluginDir("/usr/local/bin/../sbin/gpustack-operator"),
+            "/usr/local/lib/gpustack/plugins");
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
-#include "host/loader/enable_policy.h"
+#include "host/runtime/node_config.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
-namespace gpustack::loader {
+namespace gpustack::runtime {
 namespace {
 
 std::vector<pci::PciDevice> Inventory() {
@@ -74,7 +79,9 @@ TEST(EnablePolicy, BadInputIsRefusedWithItsSource) {
   for (const char* bad :
        {"not json", R"({"plugins": []})", R"({"plugins": {"x": {"enable": 1}}})",
         R"({"plugins": {"x": {"enable": "sometimes"}}})",
-        R"({"plugins": {"x": {"config": {"k": 1}}}})", R"({"default_enable": "yes"})"}) {
+        R"({"plugins": {"x": {"config": {"k": 1}}}})", R"({"default_enable": "yes"})",
+        R"({"plugin": {"nvidia": {"enable": "on"}}})",
+        R"({"plugins": {"nvidia": {"enabled": "on"}}})"}) {
     auto parsed = ParseNodeConfig(bad, "node config f.json");
     ASSERT_FALSE(parsed) << bad;
     EXPECT_EQ(parsed.error().rfind("node config f.json", 0), 0u) << parsed.error();
@@ -82,5 +89,60 @@ TEST(EnablePolicy, BadInputIsRefusedWithItsSource) {
   EXPECT_TRUE(ApplyEnableOverrides(config, "", "--enable")) << "empty is a no-op";
 }
 
+TEST(NodeConfig, AnUnknownKeyIsNamedNotIgnored) {
+  auto typo = ParseNodeConfig(R"({"plugins": {"nvidia": {"enabled": "on"}}})", "node config f");
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error(),
+            "node config f plugins.nvidia: unknown key \"enabled\" (expected enable, config)");
+  EXPECT_EQ(typo.code(), Code::kInvalidArgument);
+}
+
+TEST(NodeConfig, LibraryPathComesFromTheConfigElseTheVariableOfThatPlugin) {
+  auto config = ParseNodeConfig(
+      R"({"plugins": {"acme-ai": {"config": {"devices": "2"}},
+                      "nvidia": {"config": {"library_path": "/opt/nv/libnvidia-ml.so.1"}}}})",
+      "f");
+  ASSERT_TRUE(config) << config.error();
+  auto env = [](const std::string& name) {
+    return name == "GPUSTACK_ACME_AI_LIBRARY"  ? std::string("/opt/acme/libacme.so")
+           : name == "GPUSTACK_NVIDIA_LIBRARY" ? std::string("/elsewhere/libnvidia-ml.so.1")
+                                               : std::string();
+  };
+  EXPECT_EQ(LibraryVariable("acme-ai"), "GPUSTACK_ACME_AI_LIBRARY");
+  const ResolvedSettings third_party = SettingsFor(*config, "acme-ai", env);
+  EXPECT_EQ(third_party.settings.at("library_path"), "/opt/acme/libacme.so");
+  EXPECT_EQ(third_party.settings.at("devices"), "2");
+  EXPECT_EQ(third_party.library_source, "GPUSTACK_ACME_AI_LIBRARY");
+  const ResolvedSettings nvidia = SettingsFor(*config, "nvidia", env);
+  EXPECT_EQ(nvidia.settings.at("library_path"), "/opt/nv/libnvidia-ml.so.1") << "config wins";
+  EXPECT_EQ(nvidia.library_source, "node config plugins.nvidia.config.library_path");
+  EXPECT_EQ(SettingsFor(*config, "amd", env).settings.count("library_path"), 0u);
+}
+
+TEST(NodeConfig, AFileOthersCanWriteIsRefusedAndAHugeOneIsNotRead) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gpustack-nc-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms(0755));
+  const fs::path file = dir / "node.json";
+  std::ofstream(file) << R"({"default_enable": "off"})";
+  fs::permissions(file, fs::perms(0644));
+  auto loaded = LoadNodeConfig(file, ::geteuid());
+  ASSERT_TRUE(loaded) << loaded.error();
+  EXPECT_EQ(loaded->default_setting.setting, EnableSetting::kOff);
+
+  fs::permissions(file, fs::perms(0666));
+  auto refused = LoadNodeConfig(file, ::geteuid());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("writable by others"), std::string::npos) << refused.error();
+
+  fs::permissions(file, fs::perms(0644));
+  std::ofstream(file) << std::string(kMaxNodeConfigBytes + 1, ' ');
+  auto huge = LoadNodeConfig(file, ::geteuid());
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().find("larger than"), std::string::npos) << huge.error();
+  fs::remove_all(dir);
+}
+
 }  // namespace
-}  // namespace gpustack::loader
+}  // namespace gpustack::runtime

@@ -1,8 +1,8 @@
 // Plugins are code the host runs with its own privileges, so a plugin file or directory that a
 // less-privileged user could replace is refused: it must be owned by root (or by the user the host
 // runs as) and not be writable by group or others.
-#ifndef GPUSTACK_HOST_LOADER_FILE_TRUST_H_
-#define GPUSTACK_HOST_LOADER_FILE_TRUST_H_
+#ifndef GPUSTACK_HOST_COMMON_FILE_TRUST_H_
+#define GPUSTACK_HOST_COMMON_FILE_TRUST_H_
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -13,7 +13,7 @@
 
 #include "host/common/result.h"
 
-namespace gpustack::loader {
+namespace gpustack {
 
 // Why a file with this metadata is untrusted, or nullopt when it is trusted. Pure.
 std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid);
@@ -27,6 +27,6 @@ std::optional<std::string> AncestorTrustProblem(const struct stat& info, uid_t h
 // could swap the plugin.
 Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid);
 
-}  // namespace gpustack::loader
+}  // namespace gpustack
 
-#endif  // GPUSTACK_HOST_LOADER_FILE_TRUST_H_
+#endif  // GPUSTACK_HOST_COMMON_FILE_TRUST_H_

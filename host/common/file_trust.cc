@@ -1,9 +1,9 @@
-#include "host/loader/file_trust.h"
+#include "host/common/file_trust.h"
 
 #include <cerrno>
 #include <cstring>
 
-namespace gpustack::loader {
+namespace gpustack {
 
 std::optional<std::string> TrustProblem(const struct stat& info, uid_t host_uid) {
   if (info.st_uid != 0 && info.st_uid != host_uid) {
@@ -55,4 +55,4 @@ Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
   return Ok{};
 }
 
-}  // namespace gpustack::loader
+}  // namespace gpustack

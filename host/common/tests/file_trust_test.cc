@@ -1,11 +1,11 @@
-#include "host/loader/file_trust.h"
+#include "host/common/file_trust.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-namespace gpustack::loader {
+namespace gpustack {
 namespace {
 
 struct stat Stat(uid_t uid, mode_t mode) {
@@ -77,4 +77,4 @@ TEST(FileTrust, ChecksTheRealFile) {
 }
 
 }  // namespace
-}  // namespace gpustack::loader
+}  // namespace gpustack

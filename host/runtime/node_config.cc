@@ -1,19 +1,26 @@
-#include "host/loader/enable_policy.h"
+#include "host/runtime/node_config.h"
 
 #include <nlohmann/json.hpp>
 
-#include "host/loader/manifest.h"
+#include <gpustack/client/manifest.hpp>
 
-namespace gpustack::loader {
+#include "host/common/file_trust.h"
+#include "host/common/files.h"
+
+namespace gpustack::runtime {
 namespace {
 
+using client::FormatVendorId;
+using client::IsValidManufacturerKey;
 using nlohmann::json;
+
+Error Invalid(std::string message) { return Error{std::move(message), Code::kInvalidArgument}; }
 
 Result<EnableSetting> ParseSetting(std::string_view text, const std::string& where) {
   if (text == "auto") return EnableSetting::kAuto;
   if (text == "on" || text == "true") return EnableSetting::kOn;
   if (text == "off" || text == "false") return EnableSetting::kOff;
-  return Error{where + ": \"" + std::string(text) + "\" is not one of auto, on, off"};
+  return Invalid(where + ": \"" + std::string(text) + "\" is not one of auto, on, off");
 }
 
 std::string_view Trim(std::string_view s) {
@@ -26,32 +33,42 @@ std::string_view Trim(std::string_view s) {
 
 Result<NodeConfig> ParseNodeConfig(std::string_view json_text, const std::string& source) {
   const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Error{source + ": not a JSON object"};
+  if (doc.is_discarded() || !doc.is_object()) return Invalid(source + ": not a JSON object");
   NodeConfig config;
   config.default_setting.source = "default";
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "default_enable" && key != "plugins") {
+      return Invalid(source + ": unknown key \"" + key + "\" (expected default_enable, plugins)");
+    }
+  }
   if (auto it = doc.find("default_enable"); it != doc.end()) {
-    if (!it->is_string()) return Error{source + ": \"default_enable\" must be a string"};
+    if (!it->is_string()) return Invalid(source + ": \"default_enable\" must be a string");
     auto setting = ParseSetting(it->get<std::string>(), source + " default_enable");
-    if (!setting) return Error{setting.error()};
+    if (!setting) return setting.failure();
     config.default_setting = {*setting, source};
   }
   auto plugins = doc.find("plugins");
   if (plugins == doc.end()) return config;
-  if (!plugins->is_object()) return Error{source + ": \"plugins\" must be an object"};
+  if (!plugins->is_object()) return Invalid(source + ": \"plugins\" must be an object");
   for (const auto& [name, entry] : plugins->items()) {
     const std::string where = source + " plugins." + name;
-    if (!IsValidManufacturerKey(name)) return Error{where + ": not a manufacturer key"};
-    if (!entry.is_object()) return Error{where + ": must be an object"};
+    if (!IsValidManufacturerKey(name)) return Invalid(where + ": not a manufacturer key");
+    if (!entry.is_object()) return Invalid(where + ": must be an object");
+    for (const auto& [key, value] : entry.items()) {
+      if (key != "enable" && key != "config") {
+        return Invalid(where + ": unknown key \"" + key + "\" (expected enable, config)");
+      }
+    }
     if (auto enable = entry.find("enable"); enable != entry.end()) {
-      if (!enable->is_string()) return Error{where + ".enable: must be auto, on or off"};
+      if (!enable->is_string()) return Invalid(where + ".enable: must be auto, on or off");
       auto setting = ParseSetting(enable->get<std::string>(), where + ".enable");
-      if (!setting) return Error{setting.error()};
+      if (!setting) return setting.failure();
       config.per_plugin[name] = {*setting, source};
     }
     if (auto settings = entry.find("config"); settings != entry.end()) {
-      if (!settings->is_object()) return Error{where + ".config: must be an object"};
+      if (!settings->is_object()) return Invalid(where + ".config: must be an object");
       for (const auto& [key, value] : settings->items()) {
-        if (!value.is_string()) return Error{where + ".config." + key + ": must be a string"};
+        if (!value.is_string()) return Invalid(where + ".config." + key + ": must be a string");
         config.plugin_settings[name][key] = value.get<std::string>();
       }
     }
@@ -68,18 +85,18 @@ Status ApplyEnableOverrides(NodeConfig& config, std::string_view overrides,
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return Error{source + ": \"" + std::string(item) + "\" is not <plugin>=<auto|on|off>"};
+      return Invalid(source + ": \"" + std::string(item) + "\" is not <plugin>=<auto|on|off>");
     }
     const std::string name(Trim(item.substr(0, eq)));
     auto setting = ParseSetting(Trim(item.substr(eq + 1)), source + " " + name);
-    if (!setting) return Error{setting.error()};
+    if (!setting) return setting.failure();
     if (name == "*") {
       config.default_setting = {*setting, source};
       config.per_plugin.clear();  // "*" wins over everything set before it
     } else if (IsValidManufacturerKey(name)) {
       config.per_plugin[name] = {*setting, source};
     } else {
-      return Error{source + ": \"" + name + "\" is not a plugin name"};
+      return Invalid(source + ": \"" + name + "\" is not a plugin name");
     }
   }
   return Ok{};
@@ -117,4 +134,43 @@ EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
                     list + ")"};
 }
 
-}  // namespace gpustack::loader
+Result<NodeConfig> LoadNodeConfig(const std::filesystem::path& path, uid_t trusted_uid) {
+  const std::string source = "node config " + path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return Error{source + " does not exist", Code::kNotFound};
+  }
+  if (auto trusted = CheckTrusted(path, trusted_uid); !trusted) {
+    return Error{source + " refused: " + trusted.error(), Code::kInvalidArgument};
+  }
+  auto text = ReadSmallFile(path, kMaxNodeConfigBytes, "node config");
+  if (!text) return text.failure();
+  return ParseNodeConfig(*text, source);
+}
+
+std::string LibraryVariable(const std::string& plugin_name) {
+  std::string name = "GPUSTACK_";
+  for (char c : plugin_name) {
+    name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name + "_LIBRARY";
+}
+
+ResolvedSettings SettingsFor(const NodeConfig& config, const std::string& plugin_name,
+                             const std::function<std::string(const std::string&)>& env) {
+  ResolvedSettings out;
+  if (auto it = config.plugin_settings.find(plugin_name); it != config.plugin_settings.end()) {
+    out.settings = it->second;
+  }
+  if (auto it = out.settings.find("library_path");
+      it != out.settings.end() && !it->second.empty()) {
+    out.library_source = "node config plugins." + plugin_name + ".config.library_path";
+  } else if (const std::string variable = LibraryVariable(plugin_name);
+             env && !env(variable).empty()) {
+    out.settings["library_path"] = env(variable);
+    out.library_source = variable;
+  }
+  return out;
+}
+
+}  // namespace gpustack::runtime

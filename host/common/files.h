@@ -1,0 +1,34 @@
+// Files the host reads but does not control (a node config, a manifest, sysfs and /proc
+// attributes, containerd's config): read only when they are regular files of bounded size, so a
+// FIFO planted at the path never blocks the host and /dev/zero never floods it. And the identity
+// of a file on disk, to tell whether a plugin library changed.
+#ifndef GPUSTACK_HOST_COMMON_FILES_H_
+#define GPUSTACK_HOST_COMMON_FILES_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "host/common/result.h"
+
+namespace gpustack {
+
+// The contents of `path`, a regular file of at most `max_bytes`. `what` names the file in the
+// error ("node config"): not found is kNotFound, anything else kInvalidArgument.
+Result<std::string> ReadSmallFile(const std::filesystem::path& path, size_t max_bytes,
+                                  std::string_view what);
+
+// A file as it is on disk now: the same identity means the same file, unchanged.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+Result<FileIdentity> IdentifyFile(const std::filesystem::path& path);
+
+}  // namespace gpustack
+
+#endif  // GPUSTACK_HOST_COMMON_FILES_H_

@@ -1,0 +1,73 @@
+// The watchdog: a hook that does not return is abandoned at its deadline, the plugin is marked
+// hung and never called again, and nothing waits for its stuck thread.
+#include "host/runtime/watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "host/runtime/testing/fake_backend.h"
+
+namespace gpustack::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FakeBackend;
+using testing::MakeScript;
+
+TEST(Watchdog, CallsPassThroughWhileThePluginAnswers) {
+  auto script = MakeScript("acme", 0x1234, 2);
+  GuardedBackend guarded(std::make_unique<FakeBackend>(script), {milliseconds(2000)});
+  ASSERT_TRUE(guarded.Init({{"k", "v"}}, {}));
+  EXPECT_EQ(script->settings.at("k"), "v");
+  auto groups = guarded.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  EXPECT_EQ(CardCount(*groups), 2u);
+  auto edits = guarded.Grant({"pod", "main", GrantMode::kExclusive, {"acme-card-1"}});
+  ASSERT_TRUE(edits);
+  EXPECT_EQ(edits->at(0).value, "acme-card-1");
+  EXPECT_FALSE(guarded.hung());
+  guarded.Shutdown();
+  EXPECT_EQ(script->shutdowns, 1);
+}
+
+TEST(Watchdog, AHungHookIsAbandonedAtItsDeadlineAndNeverCalledAgain) {
+  auto script = MakeScript("acme", 0x1234, 1);
+  script->delays[Hook::kDiscover] = std::chrono::minutes(10);
+  auto guarded = std::make_unique<GuardedBackend>(std::make_unique<FakeBackend>(script),
+                                                  WatchdogOptions{milliseconds(200)});
+  ASSERT_TRUE(guarded->Init({}, {}));
+  const int calls_before = script->calls;
+  auto groups = guarded->Discover();
+  ASSERT_FALSE(groups);
+  EXPECT_EQ(groups.code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(groups.error(),
+            "acme: discover did not return within 0.2 s; the plugin is marked hung and will not "
+            "be called again");
+  EXPECT_TRUE(guarded->hung());
+  EXPECT_EQ(guarded->hung_reason(), "discover did not return within 0.2 s");
+
+  auto again = guarded->SampleMetrics({}, false);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.code(), Code::kUnavailable);
+  EXPECT_NE(again.error().find("the plugin is hung"), std::string::npos) << again.error();
+  EXPECT_EQ(script->calls, calls_before + 1) << "a hung plugin must not be called again";
+
+  // Destroying it must not wait for the stuck call (ten minutes): ctest's timeout would say so.
+  guarded.reset();
+  script->release = true;  // let the abandoned thread end before the test binary does
+}
+
+TEST(Watchdog, AHealthPollHasItsOwnLaneAndTheTimeoutItAskedFor) {
+  auto script = MakeScript("acme", 0x1234, 1);
+  script->identity.capabilities.health_events = true;
+  script->delays[Hook::kPollHealthEvents] = milliseconds(300);  // within timeout + deadline
+  GuardedBackend guarded(std::make_unique<FakeBackend>(script), {milliseconds(200)});
+  ASSERT_TRUE(guarded.Init({}, {}));
+  auto events = guarded.PollHealthEvents(500);
+  ASSERT_TRUE(events) << events.error();
+  EXPECT_FALSE(guarded.hung());
+}
+
+}  // namespace
+}  // namespace gpustack::runtime

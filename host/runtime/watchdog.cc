@@ -1,0 +1,358 @@
+#include "host/runtime/watchdog.h"
+
+#include <signal.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "host/common/logging.h"
+
+namespace gpustack::runtime {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+using Clock = std::chrono::steady_clock;
+
+// An alternate signal stack for a lane's thread, so that a stack overflow in plugin code still
+// reaches the crash reporter.
+class SignalStack {
+ public:
+  SignalStack() : memory_(64 * 1024) {
+    stack_t stack{};
+    stack.ss_sp = memory_.data();
+    stack.ss_size = memory_.size();
+    installed_ = ::sigaltstack(&stack, nullptr) == 0;
+  }
+  ~SignalStack() {
+    if (!installed_) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    ::sigaltstack(&off, nullptr);
+  }
+  SignalStack(const SignalStack&) = delete;
+  SignalStack& operator=(const SignalStack&) = delete;
+
+ private:
+  std::vector<char> memory_;
+  bool installed_ = false;
+};
+
+std::string Seconds(std::chrono::milliseconds d) {
+  const double s = static_cast<double>(d.count()) / 1000.0;
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
+}
+
+}  // namespace
+
+void RequestStop() { g_stop.store(true, std::memory_order_release); }
+bool StopRequested() { return g_stop.load(std::memory_order_acquire); }
+
+struct GuardedBackend::Lane {
+  // Shared with the lane's thread, which outlives the backend when a call hangs.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable wake;  // a job arrived, or stop
+    std::condition_variable done;  // a job finished
+    // Jobs in order: one runs while the next waits when a caller gave up on a call (stop).
+    std::deque<std::function<void()>> jobs;
+    uint64_t submitted = 0;
+    uint64_t finished = 0;
+    bool stop = false;
+  };
+
+  explicit Lane(CrashJournal::Slot* journal_slot) : slot(journal_slot) {}
+
+  void Start() {
+    if (thread.joinable()) return;
+    thread = std::thread([s = state] {
+      SignalStack alternate;
+      std::unique_lock lock(s->mutex);
+      for (;;) {
+        s->wake.wait(lock, [&] { return s->stop || !s->jobs.empty(); });
+        if (s->jobs.empty()) return;  // stop
+        std::function<void()> job = std::move(s->jobs.front());
+        s->jobs.pop_front();
+        lock.unlock();
+        job();
+        lock.lock();
+        ++s->finished;
+        s->done.notify_all();
+      }
+    });
+  }
+  // A call is still running (or waiting) that its caller gave up on.
+  bool Busy() {
+    std::lock_guard lock(state->mutex);
+    return state->finished < state->submitted;
+  }
+
+  std::shared_ptr<State> state = std::make_shared<State>();
+  std::thread thread;  // started on first use
+  std::mutex serial;   // one caller at a time on this lane
+  CrashJournal::Slot* slot;
+};
+
+namespace {
+
+// A backend whose thread may still be inside the plugin is kept until the process ends, never
+// destroyed under it; held here (not merely leaked) so that it stays reachable.
+void KeepForever(std::shared_ptr<PluginBackend> backend) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<PluginBackend>>();  // NOLINT: never freed
+  std::lock_guard lock(mutex);
+  kept->push_back(std::move(backend));
+}
+
+// On a stop request, shutdown still runs, but is waited for this long at most.
+constexpr std::chrono::milliseconds kStopGrace{2'000};
+
+}  // namespace
+
+GuardedBackend::GuardedBackend(std::unique_ptr<PluginBackend> inner, WatchdogOptions options)
+    : inner_(std::move(inner)), identity_(inner_->identity()), options_(std::move(options)) {
+  CrashJournal* journal = options_.journal.get();
+  auto claim = [&] {
+    return journal == nullptr ? nullptr
+                              : journal->Claim(identity_.manufacturer, options_.library,
+                                               options_.library_identity);
+  };
+  calls_ = std::make_unique<Lane>(claim());
+  polls_ = std::make_unique<Lane>(claim());
+}
+
+GuardedBackend::~GuardedBackend() {
+  if (hung() || calls_->Busy() || polls_->Busy()) {
+    // A thread may still be inside the plugin: never wait for it, and never destroy what it may
+    // still touch. The plugin, its lanes and their journal slots stay to the process's end.
+    KeepForever(std::move(inner_));
+    for (Lane* lane : {calls_.get(), polls_.get()}) {
+      {
+        std::lock_guard lock(lane->state->mutex);
+        lane->state->stop = true;  // the thread ends once its call returns, if it ever does
+      }
+      lane->state->wake.notify_all();
+      if (lane->thread.joinable()) lane->thread.detach();
+    }
+    return;
+  }
+  for (Lane* lane : {calls_.get(), polls_.get()}) {
+    {
+      std::lock_guard lock(lane->state->mutex);
+      lane->state->stop = true;
+    }
+    lane->state->wake.notify_all();
+    if (lane->thread.joinable()) lane->thread.join();
+    if (options_.journal != nullptr) options_.journal->Release(lane->slot);
+  }
+}
+
+std::string GuardedBackend::hung_reason() const {
+  std::lock_guard lock(reason_mutex_);
+  return hung_reason_;
+}
+
+Error GuardedBackend::HungError(Hook hook) const {
+  return Error{identity_.manufacturer + ": " + std::string(HookName(hook)) +
+                   " not called: the plugin is hung (" + hung_reason() +
+                   "); restart the device manager to try it again",
+               Code::kUnavailable};
+}
+
+template <class R, class Fn>
+R GuardedBackend::Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline, Fn&& fn) {
+  std::unique_lock serial(lane.serial);
+  if (hung()) return HungError(hook);
+  // A stop request cuts short the calls in flight, but shutdown still runs, briefly.
+  const bool stoppable = hook != Hook::kShutdown;
+  const std::string name(HookName(hook));
+  if (stoppable && StopRequested()) {
+    return Error{identity_.manufacturer + ": " + name + " not called: stopping", Code::kCancelled};
+  }
+  if (!stoppable && StopRequested()) deadline = std::min(deadline, kStopGrace);
+  lane.Start();
+  // Everything the job touches is owned by the job: an abandoned call may finish long after the
+  // caller (and this backend) are gone.
+  auto result = std::make_shared<std::optional<R>>();
+  uint64_t ticket = 0;
+  {
+    std::lock_guard lock(lane.state->mutex);
+    lane.state->jobs.push_back([result, inner = inner_, journal = options_.journal,
+                                slot = lane.slot, hook, manufacturer = identity_.manufacturer,
+                                fn = std::forward<Fn>(fn)]() mutable {
+      if (journal != nullptr) journal->Enter(slot, hook);
+      try {
+        result->emplace(fn(*inner));
+      } catch (const std::exception& e) {  // the backend's own code, never the plugin's
+        result->emplace(Error{manufacturer + ": " + std::string(HookName(hook)) + ": " + e.what(),
+                              Code::kInternal});
+      }
+      if (journal != nullptr) journal->Leave(slot);
+    });
+    ticket = ++lane.state->submitted;
+  }
+  lane.state->wake.notify_one();
+
+  const auto until = Clock::now() + deadline;
+  std::unique_lock lock(lane.state->mutex);
+  while (lane.state->finished < ticket) {
+    const auto now = Clock::now();
+    if (stoppable && StopRequested()) {
+      // Not hung: the process is ending. The call runs on; shutdown waits for it briefly.
+      return Error{identity_.manufacturer + ": " + name + " interrupted: stopping",
+                   Code::kCancelled};
+    }
+    if (now >= until) break;
+    lane.state->done.wait_for(
+        lock, std::min<Clock::duration>(std::chrono::milliseconds(100), until - now));
+  }
+  if (lane.state->finished >= ticket) return std::move(**result);
+  lock.unlock();
+  const std::string abandoned = name + " did not return within " + Seconds(deadline);
+  {
+    std::lock_guard reason(reason_mutex_);
+    hung_reason_ = abandoned;
+  }
+  hung_.store(true, std::memory_order_release);
+  if (options_.journal != nullptr) options_.journal->MarkHung(lane.slot);
+  Logger("watchdog")
+      ->error("plugin {} is hung: {}; it will not be called again", identity_.manufacturer,
+              abandoned);
+  return Error{identity_.manufacturer + ": " + abandoned +
+                   "; the plugin is marked hung and will not be called again",
+               Code::kDeadlineExceeded};
+}
+
+Result<std::unique_ptr<PluginBackend>> GuardedLoad(
+    const std::string& plugin, const WatchdogOptions& options,
+    std::function<Result<std::unique_ptr<PluginBackend>>()> load, bool* hung) {
+  using Loaded = Result<std::unique_ptr<PluginBackend>>;
+  struct State {  // shared with the loading thread, which may outlive this call
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<Loaded> result;
+  };
+  *hung = false;
+  auto state = std::make_shared<State>();
+  CrashJournal::Slot* slot =
+      options.journal == nullptr
+          ? nullptr
+          : options.journal->Claim(plugin, options.library, options.library_identity);
+  std::thread thread([state, load = std::move(load), journal = options.journal, slot, plugin] {
+    SignalStack alternate;
+    if (journal != nullptr) journal->Enter(slot, Hook::kLoad);
+    Loaded loaded = Error{"not loaded"};
+    try {
+      loaded = load();
+    } catch (const std::exception& e) {  // the host's own code, never the plugin's
+      loaded = Error{plugin + ": load: " + e.what(), Code::kInternal};
+    }
+    if (journal != nullptr) journal->Leave(slot);
+    std::lock_guard lock(state->mutex);
+    state->result.emplace(std::move(loaded));
+    state->done.notify_all();
+  });
+  std::unique_lock lock(state->mutex);
+  const auto until = Clock::now() + options.deadline;
+  while (!state->result && !StopRequested() && Clock::now() < until) {
+    state->done.wait_for(
+        lock, std::min<Clock::duration>(std::chrono::milliseconds(100), until - Clock::now()));
+  }
+  if (state->result) {
+    Loaded loaded = std::move(*state->result);
+    lock.unlock();
+    thread.join();
+    if (options.journal != nullptr) options.journal->Release(slot);
+    return loaded;
+  }
+  lock.unlock();
+  thread.detach();  // it owns what it touches; the slot stays claimed
+  if (StopRequested()) return Error{plugin + ": load interrupted: stopping", Code::kCancelled};
+  *hung = true;
+  if (options.journal != nullptr) options.journal->MarkHung(slot);
+  const std::string reason = "loading did not finish within " + Seconds(options.deadline);
+  Logger("watchdog")->error("plugin {} is hung: {}", plugin, reason);
+  return Error{plugin + ": " + reason + "; the plugin is marked hung", Code::kDeadlineExceeded};
+}
+
+Status GuardedBackend::Init(const PluginSettings& settings,
+                            const std::vector<pci::PciDevice>& inventory) {
+  return Call<Status>(
+      *calls_, Hook::kInit, options_.deadline,
+      [settings, inventory](PluginBackend& b) { return b.Init(settings, inventory); });
+}
+
+void GuardedBackend::Shutdown() {
+  (void)Call<Status>(*calls_, Hook::kShutdown, options_.deadline, [](PluginBackend& b) {
+    b.Shutdown();
+    return Status(Ok{});
+  });
+}
+
+Result<std::vector<CardGroup>> GuardedBackend::Discover() {
+  return Call<Result<std::vector<CardGroup>>>(*calls_, Hook::kDiscover, options_.deadline,
+                                              [](PluginBackend& b) { return b.Discover(); });
+}
+
+Result<std::vector<ContainerEdit>> GuardedBackend::Grant(const GrantRequest& request) {
+  return Call<Result<std::vector<ContainerEdit>>>(
+      *calls_, Hook::kGrant, options_.deadline,
+      [request](PluginBackend& b) { return b.Grant(request); });
+}
+
+Result<std::vector<Partition>> GuardedBackend::ListPartitions(const std::string& card_id) {
+  return Call<Result<std::vector<Partition>>>(
+      *calls_, Hook::kListPartitions, options_.deadline,
+      [card_id](PluginBackend& b) { return b.ListPartitions(card_id); });
+}
+
+Result<Partition> GuardedBackend::CreatePartition(const PartitionRequest& request) {
+  return Call<Result<Partition>>(
+      *calls_, Hook::kCreatePartition, options_.deadline,
+      [request](PluginBackend& b) { return b.CreatePartition(request); });
+}
+
+Status GuardedBackend::DestroyPartition(const PartitionRef& partition) {
+  return Call<Status>(*calls_, Hook::kDestroyPartition, options_.deadline,
+                      [partition](PluginBackend& b) { return b.DestroyPartition(partition); });
+}
+
+Result<Samples> GuardedBackend::SampleMetrics(const std::vector<std::string>& card_ids,
+                                              bool include_processes) {
+  return Call<Result<Samples>>(*calls_, Hook::kSampleMetrics, options_.deadline,
+                               [card_ids, include_processes](PluginBackend& b) {
+                                 return b.SampleMetrics(card_ids, include_processes);
+                               });
+}
+
+Result<std::vector<HealthEvent>> GuardedBackend::PollHealthEvents(uint32_t timeout_ms) {
+  return Call<Result<std::vector<HealthEvent>>>(
+      *polls_, Hook::kPollHealthEvents, options_.deadline + std::chrono::milliseconds(timeout_ms),
+      [timeout_ms](PluginBackend& b) { return b.PollHealthEvents(timeout_ms); });
+}
+
+Result<std::vector<DeviceNode>> GuardedBackend::ListDeviceNodes(
+    const std::vector<std::string>& card_ids) {
+  return Call<Result<std::vector<DeviceNode>>>(
+      *calls_, Hook::kListDeviceNodes, options_.deadline,
+      [card_ids](PluginBackend& b) { return b.ListDeviceNodes(card_ids); });
+}
+
+Result<Slice> GuardedBackend::PrepareSlice(const SliceRequest& request) {
+  return Call<Result<Slice>>(*calls_, Hook::kPrepareSlice, options_.deadline,
+                             [request](PluginBackend& b) { return b.PrepareSlice(request); });
+}
+
+Status GuardedBackend::UnprepareSlice(const SliceRef& slice) {
+  return Call<Status>(*calls_, Hook::kUnprepareSlice, options_.deadline,
+                      [slice](PluginBackend& b) { return b.UnprepareSlice(slice); });
+}
+
+}  // namespace gpustack::runtime

@@ -1,0 +1,91 @@
+// Hook calls under a deadline. A plugin runs in the host's process (the decision and its cost are
+// in the README), so a hook that never returns would otherwise hold the caller forever: every call
+// of a plugin runs on a thread of its own (one lane for calls, one for health polls) while the
+// caller waits at most the deadline. A plugin that misses it is marked hung, reported, and never
+// called again in this process; nothing ever waits for its stuck thread, shutdown included. Each
+// call is recorded in the crash journal while it runs, so a crash names the plugin and hook.
+#ifndef GPUSTACK_HOST_RUNTIME_WATCHDOG_H_
+#define GPUSTACK_HOST_RUNTIME_WATCHDOG_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "host/runtime/backend.h"
+#include "host/runtime/crash_journal.h"
+
+namespace gpustack::runtime {
+
+// Process-wide: set by a signal handler (SIGINT, SIGTERM) to make every waiting caller give up
+// its call at once (CANCELLED) instead of at its deadline. The plugin is not marked hung for it;
+// shutdown still runs, waited for two seconds at most.
+void RequestStop();
+bool StopRequested();
+
+struct WatchdogOptions {
+  std::chrono::milliseconds deadline{30'000};  // per call; a health poll adds its own timeout
+  // Where calls are recorded; none when null. Shared: an abandoned call may still record its end.
+  std::shared_ptr<CrashJournal> journal{};
+  std::string library{};  // for the journal
+  FileIdentity library_identity{};
+};
+
+// Loads a plugin (its library's constructors, negotiation and identify run in `load`) on a
+// thread of its own, under the same deadline and crash journal as its hooks: a plugin that hangs
+// or crashes while loading is named like one that does so in a hook. When the deadline passes,
+// `*hung` is set and the loading thread is left behind.
+Result<std::unique_ptr<PluginBackend>> GuardedLoad(
+    const std::string& plugin, const WatchdogOptions& options,
+    std::function<Result<std::unique_ptr<PluginBackend>>()> load, bool* hung);
+
+class GuardedBackend final : public PluginBackend {
+ public:
+  GuardedBackend(std::unique_ptr<PluginBackend> inner, WatchdogOptions options);
+  // Stops the lanes; when the plugin is hung, abandons them (and the plugin) instead of waiting.
+  ~GuardedBackend() override;
+
+  // True once a call missed its deadline.
+  bool hung() const { return hung_.load(std::memory_order_acquire); }
+  std::string hung_reason() const;
+
+  const PluginIdentity& identity() const override { return identity_; }
+  bool Provides(Hook hook) const override { return inner_->Provides(hook); }
+  Status Init(const PluginSettings& settings,
+              const std::vector<pci::PciDevice>& inventory) override;
+  void Shutdown() override;
+  Result<std::vector<CardGroup>> Discover() override;
+  Result<std::vector<ContainerEdit>> Grant(const GrantRequest& request) override;
+  Result<std::vector<Partition>> ListPartitions(const std::string& card_id) override;
+  Result<Partition> CreatePartition(const PartitionRequest& request) override;
+  Status DestroyPartition(const PartitionRef& partition) override;
+  Result<Samples> SampleMetrics(const std::vector<std::string>& card_ids,
+                                bool include_processes) override;
+  Result<std::vector<HealthEvent>> PollHealthEvents(uint32_t timeout_ms) override;
+  Result<std::vector<DeviceNode>> ListDeviceNodes(
+      const std::vector<std::string>& card_ids) override;
+  Result<Slice> PrepareSlice(const SliceRequest& request) override;
+  Status UnprepareSlice(const SliceRef& slice) override;
+
+  struct Lane;  // a thread and its one pending job
+
+ private:
+  template <class R, class Fn>
+  R Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline, Fn&& fn);
+  Error HungError(Hook hook) const;
+
+  std::shared_ptr<PluginBackend> inner_;  // shared with the lanes' jobs
+  const PluginIdentity identity_;
+  WatchdogOptions options_;
+  std::unique_ptr<Lane> calls_;
+  std::unique_ptr<Lane> polls_;
+  std::atomic<bool> hung_{false};
+  mutable std::mutex reason_mutex_;
+  std::string hung_reason_;
+};
+
+}  // namespace gpustack::runtime
+
+#endif  // GPUSTACK_HOST_RUNTIME_WATCHDOG_H_
