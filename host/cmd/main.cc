@@ -1,8 +1,13 @@
 // gpustack-operator: one binary, subcommands. Flags and wiring only; the work is in libraries.
+//
+// Exit status, for every subcommand: 0 when everything asked for worked; 1 when something did
+// not (a plugin failed, discovery failed, a check failed: stdout's report and stderr say what);
+// 2 for bad input (a flag, an environment value, the node config, an unreadable sysfs tree).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +15,7 @@
 #include <thread>
 
 #include "host/common/logging.h"
+#include "host/common/text.h"
 #include "host/common/yaml.h"
 #include "host/device_manager/detect.h"
 #include "host/device_manager/detect_report.h"
@@ -19,22 +25,27 @@
 namespace {
 
 namespace dm = gpustack::device_manager;
+namespace runtime = gpustack::runtime;
+
+constexpr int kBadInput = 2;
 
 // Environment defaults are read with secure_getenv: ignored when the process is setuid.
-std::string Env(const char* name) {
-  const char* value = secure_getenv(name);
+std::string Env(const std::string& name) {
+  const char* value = secure_getenv(name.c_str());
   return value == nullptr ? std::string() : std::string(value);
 }
 
-// The flags every device-manager subcommand shares: where plugins are, which run, and which
-// node (real or fixture) they look at.
+// The flags every device-manager subcommand shares: where plugins are, which run, which node
+// (real or fixture) they look at, and how the runtime guards them.
 struct NodeFlags {
-  dm::DetectOptions options;
+  dm::NodeOptions options;
   std::string class_prefixes = "02,03,0b,12";
+  double hook_timeout_seconds = 30;
+  std::string state_dir = "/var/lib/gpustack/device-manager";
 };
 
 void AddNodeFlags(CLI::App* command, NodeFlags& flags) {
-  dm::DetectOptions& o = flags.options;
+  dm::NodeOptions& o = flags.options;
   command->add_option("--plugin-dir", o.plugin_dirs,
                       "Extra plugin directory, searched before GPUSTACK_PLUGIN_PATH and the "
                       "default (repeatable)");
@@ -50,12 +61,27 @@ void AddNodeFlags(CLI::App* command, NodeFlags& flags) {
       ->capture_default_str();
   command->add_option("--node-name", o.node_name, "Node name (default: the host name)")
       ->envname("NODE_NAME");
+  command
+      ->add_option("--state-dir", flags.state_dir,
+                   "Where crashes are recorded and crashed plugins quarantined (empty: nowhere)")
+      ->envname("GPUSTACK_STATE_DIR")
+      ->capture_default_str();
+  command
+      ->add_option("--hook-timeout", flags.hook_timeout_seconds,
+                   "Seconds a plugin hook may run before the plugin is marked hung")
+      ->envname("GPUSTACK_HOOK_TIMEOUT")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
 }
 
 // Finishes the shared flags after parsing; false (with the message printed) on bad input.
 bool ResolveNodeFlags(NodeFlags& flags) {
   flags.options.plugin_path_env = Env("GPUSTACK_PLUGIN_PATH");
   flags.options.enable_env = Env("GPUSTACK_PLUGIN_ENABLE");
+  flags.options.env = Env;
+  flags.options.state_dir = flags.state_dir;
+  flags.options.hook_deadline = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(flags.hook_timeout_seconds * 1000.0)));
   auto prefixes = gpustack::pci::ParseClassPrefixes(flags.class_prefixes);
   if (!prefixes) {
     std::cerr << "error: " << prefixes.error() << "\n";
@@ -68,27 +94,59 @@ bool ResolveNodeFlags(NodeFlags& flags) {
 // Vendor libraries name devices; a name that is not valid UTF-8 must not abort the output.
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 
-// The node's running plugins after one discovery pass; nullopt (the reason printed) on bad input.
-std::optional<dm::NodeSession> OpenAndDiscover(NodeFlags& flags) {
-  if (!ResolveNodeFlags(flags)) return std::nullopt;
-  auto session = dm::OpenNode(flags.options);
-  if (!session) {
-    std::cerr << "error: " << session.error() << "\n";
-    return std::nullopt;
+// What went wrong, on stderr, whatever stdout's format: a script sees it, a person reads it.
+// Errors and warnings on stderr, whatever the output format: stdout stays machine-readable.
+void ReportProblems(const runtime::NodeReport& report) {
+  for (const runtime::SourceProblem& p : report.problems) {
+    std::cerr << (p.fatal ? "error: " : "warning: ") << gpustack::Printable(p.message) << "\n";
   }
-  dm::DiscoverAll(*session, flags.options);
-  return std::move(session).value();
+  for (const runtime::PluginStatus& p : report.plugins) {
+    const std::string name = p.name.empty() ? p.origin : p.name;
+    if (p.error && (p.enabled || p.state == runtime::PluginState::kRefused)) {
+      std::cerr << "error: plugin " << gpustack::Printable(name) << " "
+                << runtime::StateName(p.state) << ": " << gpustack::Printable(p.error->message)
+                << "\n";
+    }
+    if (p.discovery_error) {
+      std::cerr << "error: " << gpustack::Printable(p.discovery_error->message) << "\n";
+    }
+    for (const std::string& w : p.warnings) {
+      std::cerr << "warning: " << gpustack::Printable(w) << "\n";
+    }
+  }
+  if (!report.spec) std::cerr << "error: " << gpustack::Printable(report.spec.error()) << "\n";
+}
+
+// The node's runtime after one discovery pass; nullptr (the reason printed) on bad input.
+std::unique_ptr<runtime::NodeRuntime> OpenAndDiscover(NodeFlags& flags) {
+  if (!ResolveNodeFlags(flags)) return nullptr;
+  auto node = dm::OpenNode(flags.options);
+  if (!node) {
+    std::cerr << "error: " << gpustack::Printable(node.error()) << "\n";
+    return nullptr;
+  }
+  (*node)->Discover();
+  return std::move(*node);
 }
 
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
+std::atomic<int> g_signal{0};
+void OnSignal(int signal) {
+  g_signal = signal;
+  g_stop = true;
+  runtime::RequestStop();  // a caller waiting on a plugin gives up its call at once
+}
 
-int RunDetect(NodeFlags& flags, const std::string& output) {
-  if (!ResolveNodeFlags(flags)) return 2;
-  auto report = dm::Detect(flags.options);
+// An interrupted command ends with the shell's status for its signal (130, 143), whatever else.
+int Finish(int status) { return g_signal != 0 ? 128 + g_signal : status; }
+
+int RunDetect(NodeFlags& flags, dm::DetectOptions& options, const std::string& output) {
+  if (!ResolveNodeFlags(flags)) return kBadInput;
+  options.node = flags.options;
+  auto report = dm::Detect(options);
   if (!report) {
-    std::cerr << "error: " << report.error() << "\n";
-    return 2;
+    std::cerr << "error: " << gpustack::Printable(report.error()) << "\n";
+    return kBadInput;
   }
   if (output == "json") {
     std::cout << dm::ToJson(*report).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
@@ -97,24 +155,18 @@ int RunDetect(NodeFlags& flags, const std::string& output) {
   } else {
     std::cout << dm::ToText(*report);
   }
-  // 1 tells scripts that an enabled plugin failed; the report says which and why.
+  std::cout.flush();
+  ReportProblems(report->node);
   return report->ok() ? 0 : 1;
 }
 
 int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int count,
                bool processes) {
-  auto session = OpenAndDiscover(flags);
-  if (!session) return 2;
-  for (const dm::PluginReport& p : session->report.plugins) {
-    if (!p.enabled) continue;
-    if (!p.load_error.empty()) std::cerr << "warning: " << p.name << ": " << p.load_error << "\n";
-    if (!p.discovery_message.empty()) {
-      std::cerr << "warning: " << p.name << ": " << p.discovery_message << "\n";
-    }
-  }
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  bool failed = false;
+  auto node = OpenAndDiscover(flags);
+  if (node == nullptr) return kBadInput;
+  const runtime::NodeReport report = node->Report();
+  bool failed = !report.ok();
+  ReportProblems(report);
   for (int round = 0; !g_stop && (count == 0 || round < count); ++round) {
     if (round > 0) {
       // Sleep in short steps so Ctrl-C stops promptly; plugins shut down on the way out.
@@ -124,31 +176,36 @@ int RunMonitor(NodeFlags& flags, const std::string& output, double interval, int
       }
       if (g_stop) break;
     }
-    const dm::MonitorRound sample = dm::SampleRound(*session, processes);
-    failed = failed || !sample.errors.empty();
+    const dm::MonitorRound sample = dm::SampleRound(*node, processes);
+    failed = failed || !sample.samples.errors.empty();
     if (output == "json") {
-      std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8)
-                << "\n";  // one line per round
+      std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";
     } else if (output == "yaml") {
       std::cout << "---\n" << gpustack::ToYaml(dm::ToJson(sample));
     } else {
       std::cout << dm::ToText(sample) << "\n";
     }
     std::cout.flush();
+    if (output != "text") {  // text shows them in the table already
+      for (const std::string& e : sample.samples.errors) {
+        std::cerr << "error: " << gpustack::Printable(e) << "\n";
+      }
+    }
   }
   return failed ? 1 : 0;
 }
 
 int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
                  const std::string& output) {
-  auto session = OpenAndDiscover(flags);
-  if (!session) return 2;
-  const auto checks = dm::RunPreflight(*session, preflight);
+  auto node = OpenAndDiscover(flags);
+  if (node == nullptr) return kBadInput;
+  const auto checks = dm::RunPreflight(*node, preflight);
   if (output == "json") {
     std::cout << dm::ToJson(checks).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
   } else {
     std::cout << dm::ToText(checks);
   }
+  if (!dm::AllPassed(checks)) std::cerr << "error: preflight failed: see the checks marked FAIL\n";
   return dm::AllPassed(checks) ? 0 : 1;
 }
 
@@ -157,9 +214,10 @@ int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
 int main(int argc, char** argv) {
   CLI::App app{"GPUStack Operator: share accelerators between Kubernetes workloads"};
   app.require_subcommand(1);
-  std::string log_level = Env("GPUSTACK_LOG_LEVEL").empty() ? "warn" : Env("GPUSTACK_LOG_LEVEL");
+  std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->envname("GPUSTACK_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
 
   CLI::App* manager = app.add_subcommand("device-manager", "The per-node device manager");
@@ -168,16 +226,14 @@ int main(int argc, char** argv) {
   CLI::App* detect = manager->add_subcommand(
       "detect", "Print this node's Devices spec, node profile and which plugins run and why");
   NodeFlags detect_flags;
+  dm::DetectOptions detect_options;
   AddNodeFlags(detect, detect_flags);
   std::string detect_output = "yaml";
   detect
-      ->add_option("--proc-root", detect_flags.options.proc_root,
-                   "Root of the /proc tree (node profile)")
+      ->add_option("--proc-root", detect_options.proc_root, "Root of the /proc tree (node profile)")
       ->envname("GPUSTACK_PROC_ROOT")
       ->capture_default_str();
-  detect
-      ->add_option("--data-dir", detect_flags.options.data_dir,
-                   "Data directory whose disk is profiled")
+  detect->add_option("--data-dir", detect_options.data_dir, "Data directory whose disk is profiled")
       ->envname("GPUSTACK_DATA_DIR")
       ->capture_default_str();
   detect
@@ -200,7 +256,7 @@ int main(int argc, char** argv) {
   int count = 0;
   bool processes = false;
   monitor->add_option("-i,--interval", interval, "Seconds between rounds; 0 samples once")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 86400.0))  // also refuses nan and inf
       ->capture_default_str();
   monitor->add_option("-c,--count", count, "Rounds to take (0: until interrupted)")
       ->check(CLI::NonNegativeNumber)
@@ -227,15 +283,36 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // help on stdout, status 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and a hint
+    return kBadInput;
+  }
   gpustack::InitLogging(log_level);
+  // NaN passes range checks in some CLI11 versions: refuse it here too.
+  if (!std::isfinite(interval)) {
+    std::cerr << "error: --interval must be a finite number of seconds\n";
+    return kBadInput;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
 
-  if (detect->parsed()) return RunDetect(detect_flags, detect_output);
+  if (detect->parsed()) return Finish(RunDetect(detect_flags, detect_options, detect_output));
   if (monitor->parsed()) {
     if (interval == 0 && count == 0) count = 1;  // no interval: one round
-    return RunMonitor(monitor_flags, monitor_output, interval, count, processes);
+    // Ctrl-C is how a continuous monitor ends: not a failure.
+    const int status = RunMonitor(monitor_flags, monitor_output, interval, count, processes);
+    return count == 0 && g_signal == SIGINT ? status : Finish(status);
   }
-  if (preflight->parsed())
-    return RunPreflight(preflight_flags, preflight_options, preflight_output);
+  if (preflight->parsed()) {
+    return Finish(RunPreflight(preflight_flags, preflight_options, preflight_output));
+  }
   return 0;
 }

@@ -1,25 +1,25 @@
-// `device-manager detect`: scan PCI, decide which plugins run on this node, load them, and ask
-// each what it sees. Nothing is published; this is the administrator's first look at a node.
+// `device-manager detect`: the administrator's first look at a node, as a view over the node
+// runtime: which plugins were found, which run and why, what each discovered, the Devices spec
+// the device manager would publish, and the node profile. Nothing is published.
 #ifndef GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_
 #define GPUSTACK_HOST_DEVICE_MANAGER_DETECT_H_
 
+#include <chrono>
 #include <filesystem>
-#include <map>
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "host/common/result.h"
-#include "host/device_manager/devices_spec.h"
-#include "host/loader/loader.h"
-#include "host/loader/plugin.h"
+#include "host/loader/dlopen_source.h"
 #include "host/node_profile/profile.h"
-#include "host/pci/pci_inventory.h"
+#include "host/runtime/node_runtime.h"
 
 namespace gpustack::device_manager {
 
-struct DetectOptions {
+// What opening a node takes, from flags and environment.
+struct NodeOptions {
   std::vector<std::string> plugin_dirs;  // --plugin-dir, searched first
   std::string plugin_path_env;           // GPUSTACK_PLUGIN_PATH
   std::filesystem::path default_plugin_dir = loader::DefaultPluginDir();
@@ -28,56 +28,31 @@ struct DetectOptions {
   std::string enable_env;        // GPUSTACK_PLUGIN_ENABLE
   std::string enable_flag;       // --enable
   loader::LoaderOptions loader;
-  std::string proc_root = "/proc";             // --proc-root: the node profile's /proc
-  std::string data_dir = "/var/lib/gpustack";  // --data-dir: whose filesystem is measured
-  SpecOptions spec;
   std::string node_name;  // --node-name / NODE_NAME; the host name when empty
+  std::filesystem::path state_dir = "/var/lib/gpustack/device-manager";  // --state-dir
+  std::chrono::milliseconds hook_deadline{30'000};                       // --hook-timeout
+  runtime::SpecOptions spec;
+  // Environment lookups for per-plugin variables (GPUSTACK_<NAME>_LIBRARY).
+  std::function<std::string(const std::string&)> env;
 };
 
-struct PluginReport {
-  std::string manifest_path;
-  std::string name;  // from the manifest; empty when the manifest itself is bad
-  std::string library_path;
-  bool enabled = false;
-  std::string decision;    // why it is enabled or not
-  std::string load_error;  // set when an enabled plugin could not be loaded or initialized
-  std::optional<loader::PluginIdentity> identity;
-  loader::AbiVersion negotiated;
-  // Discovery: status name ("OK", "UNIMPLEMENTED", ...), message, and what it found.
-  std::string discovery_status;
-  std::string discovery_message;
-  std::vector<sdk::AcceleratorGroup> groups;
+// Opens the node runtime over the installed plugins. Fails (kInvalidArgument, the message naming
+// the input) only on bad input: the node config, the enable overrides, an unreadable sysfs tree.
+Result<std::unique_ptr<runtime::NodeRuntime>> OpenNode(const NodeOptions& options);
+
+struct DetectOptions {
+  NodeOptions node;
+  std::string proc_root = "/proc";             // --proc-root: the node profile's /proc
+  std::string data_dir = "/var/lib/gpustack";  // --data-dir: whose filesystem is measured
 };
 
 struct DetectReport {
-  std::string node_name;
-  std::vector<std::string> plugin_dirs;
-  std::vector<std::string> problems;  // directories missing or refused
-  std::vector<pci::PciDevice> pci_devices;
-  std::vector<PluginReport> plugins;
+  runtime::NodeReport node;
   Result<node_profile::NodeProfile> node_profile = Error{"not read"};
-  // The node's Devices spec from every plugin that discovered; an error when the plugins'
-  // results cannot form one (duplicate card ids).
-  Result<devices::DevicesSpec> spec = devices::DevicesSpec{};
-
-  // False when an enabled plugin failed to load, initialize or discover, or no spec could be
-  // formed.
-  bool ok() const;
+  bool ok() const { return node.ok(); }
 };
 
-// The enabled plugins of this node, loaded and initialized (they shut down when the session is
-// destroyed), with the report of every decision so far.
-struct NodeSession {
-  DetectReport report;
-  std::map<std::string, std::unique_ptr<loader::Plugin>> running;  // by plugin name
-};
-
-// Fails only when the node's inputs are unusable (PCI scan, node config, enable overrides);
-// every per-plugin failure is recorded in the report instead.
-Result<NodeSession> OpenNode(const DetectOptions& options);
-// Runs discovery on every running plugin and builds the node's Devices spec.
-void DiscoverAll(NodeSession& session, const DetectOptions& options);
-// OpenNode + DiscoverAll + the node profile.
+// OpenNode + one discovery pass + the node profile.
 Result<DetectReport> Detect(const DetectOptions& options);
 
 }  // namespace gpustack::device_manager

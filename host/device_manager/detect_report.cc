@@ -1,149 +1,172 @@
 #include "host/device_manager/detect_report.h"
 
+#include <gpustack/client/manifest.hpp>
+
 #include <cstdio>
 #include <sstream>
 
-#include "host/loader/manifest.h"
+#include "host/common/text.h"
+#include "host/runtime/devices_spec.h"
 
 namespace gpustack::device_manager {
 namespace {
 
 using nlohmann::json;
+using runtime::PluginState;
+using runtime::PluginStatus;
 
-std::string Capabilities(gpustack_capabilities caps) {
-  std::string out;
-  auto add = [&](gpustack_capabilities bit, const char* name) {
-    if ((caps & bit) != 0) out += (out.empty() ? "" : ",") + std::string(name);
-  };
-  add(GPUSTACK_CAP_SHARED, "shared");
-  add(GPUSTACK_CAP_LOGICAL_SLICING, "sliced");
-  add(GPUSTACK_CAP_PARTITIONING, "partitioned");
-  add(GPUSTACK_CAP_PROCESS_METRICS, "process-metrics");
-  add(GPUSTACK_CAP_HEALTH_EVENTS, "health-events");
-  return out.empty() ? "-" : out;
-}
+json ErrorJson(const Error& e) { return {{"code", CodeName(e.code)}, {"message", e.message}}; }
 
-const char* HealthName(gpustack_health health) {
-  switch (health) {
-    case GPUSTACK_HEALTH_HEALTHY:
-      return "Healthy";
-    case GPUSTACK_HEALTH_UNHEALTHY:
-      return "Unhealthy";
-    default:
-      return "Unknown";
+json PluginJson(const PluginStatus& p) {
+  json entry{{"manifest", p.origin}, {"name", p.name},         {"library", p.library_path},
+             {"enabled", p.enabled}, {"decision", p.decision}, {"state", StateName(p.state)}};
+  if (p.error) entry["error"] = ErrorJson(*p.error);
+  if (p.identity) {
+    const runtime::PluginIdentity& id = *p.identity;
+    json ids = json::array();
+    for (uint16_t v : id.pci_vendor_ids) ids.push_back(client::FormatVendorId(v));
+    entry["identity"] = {{"manufacturer", id.manufacturer},
+                         {"displayName", id.display_name},
+                         {"baseResourceName", id.base_resource_name},
+                         {"version", id.version},
+                         {"pciVendorIds", ids},
+                         {"capabilities", runtime::ToString(id.capabilities)},
+                         {"partitionKind", id.partition_kind},
+                         {"runtimeClass", id.runtime_class}};
+    entry["abi"] = id.abi;
   }
+  if (p.discovery_ran) {
+    json unhealthy = json::array();
+    for (const runtime::CardGroup& g : p.groups) {
+      for (const runtime::Card& c : g.cards) {
+        if (c.health == runtime::Health::kUnhealthy) {
+          unhealthy.push_back({{"id", c.id}, {"index", c.index}, {"reason", c.health_reason}});
+        }
+      }
+    }
+    entry["discovery"] = {{"status", p.discovery_error ? CodeName(p.discovery_error->code) : "OK"},
+                          {"accelerators", runtime::CardCount(p.groups)},
+                          {"stale", p.stale}};
+    if (p.discovery_error) entry["discovery"]["message"] = p.discovery_error->message;
+    if (!unhealthy.empty()) entry["discovery"]["unhealthy"] = unhealthy;
+  }
+  if (!p.warnings.empty()) entry["warnings"] = p.warnings;
+  return entry;
 }
 
 }  // namespace
 
 json ToJson(const DetectReport& report) {
+  const runtime::NodeReport& node = report.node;
   json pci = json::array();
-  for (const pci::PciDevice& d : report.pci_devices) {
+  for (const pci::PciDevice& d : node.pci_devices) {
     char klass[16];
     std::snprintf(klass, sizeof klass, "0x%06x", d.class_code);
     pci.push_back({{"busId", d.bus_id},
-                   {"vendorId", loader::FormatVendorId(d.vendor_id)},
-                   {"deviceId", loader::FormatVendorId(d.device_id)},
+                   {"vendorId", client::FormatVendorId(d.vendor_id)},
+                   {"deviceId", client::FormatVendorId(d.device_id)},
                    {"class", klass},
                    {"numaNode", d.numa_node}});
   }
   json plugins = json::array();
-  for (const PluginReport& p : report.plugins) {
-    json entry{{"manifest", p.manifest_path},
-               {"name", p.name},
-               {"library", p.library_path},
-               {"enabled", p.enabled},
-               {"decision", p.decision}};
-    if (!p.load_error.empty()) entry["error"] = p.load_error;
-    if (p.identity) {
-      json ids = json::array();
-      for (uint16_t id : p.identity->pci_vendor_ids) ids.push_back(loader::FormatVendorId(id));
-      entry["identity"] = {{"manufacturer", p.identity->manufacturer},
-                           {"displayName", p.identity->display_name},
-                           {"baseResourceName", p.identity->base_resource_name},
-                           {"version", p.identity->plugin_version},
-                           {"pciVendorIds", ids},
-                           {"capabilities", Capabilities(p.identity->capabilities)},
-                           {"partitionKind", p.identity->partition_kind}};
-      entry["abi"] = std::to_string(p.negotiated.major) + "." + std::to_string(p.negotiated.minor);
-    }
-    if (!p.discovery_status.empty()) {
-      size_t cards = 0;
-      for (const sdk::AcceleratorGroup& g : p.groups) cards += g.accelerators.size();
-      entry["discovery"] = {{"status", p.discovery_status}, {"accelerators", cards}};
-      if (!p.discovery_message.empty()) entry["discovery"]["message"] = p.discovery_message;
-    }
-    plugins.push_back(std::move(entry));
+  for (const PluginStatus& p : node.plugins) plugins.push_back(PluginJson(p));
+  json problems = json::array();
+  for (const runtime::SourceProblem& p : node.problems) {
+    problems.push_back({{"message", p.message}, {"fatal", p.fatal}});
   }
   json devices;
-  if (report.spec) {
+  if (node.spec) {
     json labels = json::object();
-    for (const auto& [key, value] : DeviceLabels(*report.spec)) labels[key] = value;
+    for (const auto& [key, value] : runtime::DeviceLabels(*node.spec)) labels[key] = value;
     devices = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
                {"kind", "Devices"},
-               {"metadata", {{"name", report.node_name}, {"labels", labels}}},
-               {"spec", devices::ToJson(*report.spec)}};
+               {"metadata", {{"name", node.node_name}, {"labels", labels}}},
+               {"spec", ledger::ToJson(*node.spec)}};
   } else {
-    devices = {{"error", report.spec.error()}};
+    devices = {{"error", ErrorJson(node.spec.failure())}};
   }
   json profile = report.node_profile ? node_profile::ToJson(*report.node_profile)
                                      : json{{"error", report.node_profile.error()}};
-  return {{"devices", devices}, {"nodeProfile", profile},           {"plugins", plugins},
-          {"pciDevices", pci},  {"pluginDirs", report.plugin_dirs}, {"problems", report.problems},
+  return {{"devices", devices},
+          {"nodeProfile", profile},
+          {"plugins", plugins},
+          {"pciDevices", pci},
+          {"pluginDirs", node.plugin_places},
+          {"problems", problems},
+          {"crashJournal", node.crash_journal},
           {"ok", report.ok()}};
 }
 
 std::string ToText(const DetectReport& report) {
+  const runtime::NodeReport& node = report.node;
   std::ostringstream out;
   out << "Plugin directories:\n";
-  for (const std::string& dir : report.plugin_dirs) out << "  " << dir << "\n";
-  for (const std::string& problem : report.problems) out << "  ! " << problem << "\n";
+  for (const std::string& dir : node.plugin_places) out << "  " << Printable(dir) << "\n";
+  for (const runtime::SourceProblem& p : node.problems) {
+    out << "  " << (p.fatal ? "error: " : "note: ") << Printable(p.message) << "\n";
+  }
 
-  out << "\nPCI devices (" << report.pci_devices.size() << " of the scanned classes):\n";
-  if (report.pci_devices.empty()) out << "  none\n";
-  for (const pci::PciDevice& d : report.pci_devices) {
+  out << "\nPCI devices (" << node.pci_devices.size() << " of the scanned classes):\n";
+  if (node.pci_devices.empty()) out << "  none\n";
+  for (const pci::PciDevice& d : node.pci_devices) {
     char line[128];
     std::snprintf(line, sizeof line, "  %s  vendor 0x%04x device 0x%04x class 0x%06x numa %d\n",
-                  d.bus_id.c_str(), d.vendor_id, d.device_id, d.class_code, d.numa_node);
+                  Printable(d.bus_id).c_str(), d.vendor_id, d.device_id, d.class_code, d.numa_node);
     out << line;
   }
 
-  out << "\nPlugins (" << report.plugins.size() << " found):\n";
+  out << "\nPlugins (" << node.plugins.size() << " found):\n";
   size_t accelerators = 0;
-  for (const PluginReport& p : report.plugins) {
-    out << "  " << (p.name.empty() ? p.manifest_path : p.name) << ": "
-        << (p.enabled ? "enabled" : "disabled") << " - " << p.decision << "\n";
+  size_t unhealthy = 0;
+  for (const PluginStatus& p : node.plugins) {
+    out << "  " << Printable(p.name.empty() ? p.origin : p.name) << ": " << StateName(p.state)
+        << " - " << Printable(p.decision) << "\n";
     if (p.identity) {
-      out << "      " << p.identity->display_name << ", resource " << p.identity->base_resource_name
-          << ", capabilities " << Capabilities(p.identity->capabilities) << ", ABI "
-          << p.negotiated.major << "." << p.negotiated.minor << "\n";
+      out << "      " << Printable(p.identity->display_name) << ", resource "
+          << Printable(p.identity->base_resource_name) << ", capabilities "
+          << runtime::ToString(p.identity->capabilities) << ", ABI " << p.identity->abi << "\n";
     }
-    if (!p.load_error.empty()) out << "      error: " << p.load_error << "\n";
-    if (!p.discovery_status.empty()) {
-      out << "      discovery: " << p.discovery_status;
-      if (!p.discovery_message.empty()) out << " - " << p.discovery_message;
+    if (p.error) out << "      error: " << Printable(p.error->message) << "\n";
+    if (p.discovery_ran) {
+      out << "      discovery: "
+          << (p.discovery_error ? std::string(CodeName(p.discovery_error->code)) : "OK");
+      if (p.discovery_error) out << " - " << Printable(p.discovery_error->message);
+      if (p.stale) out << " (showing the last good result)";
       out << "\n";
     }
-    for (const sdk::AcceleratorGroup& g : p.groups) {
-      out << "      " << g.product << " x" << g.accelerators.size() << " (" << g.memory_mib
+    for (const std::string& w : p.warnings) out << "      warning: " << Printable(w) << "\n";
+    for (const runtime::CardGroup& g : p.groups) {
+      out << "      " << Printable(g.product) << " x" << g.cards.size() << " (" << g.memory_mib
           << " MiB each)\n";
-      for (const sdk::Accelerator& a : g.accelerators) {
-        out << "        [" << a.index << "] " << a.id << " " << a.pci_bus_id << " "
-            << HealthName(a.health) << "\n";
+      for (const runtime::Card& c : g.cards) {
+        out << "        [" << c.index << "] " << Printable(c.id) << " " << Printable(c.pci_bus_id)
+            << " " << runtime::HealthName(c.health);
+        if (!c.health_reason.empty()) out << ": " << Printable(c.health_reason);
+        out << "\n";
         ++accelerators;
+        unhealthy += c.health == runtime::Health::kUnhealthy;
       }
     }
   }
-  if (!report.spec) out << "\nDevices spec: error: " << report.spec.error() << "\n";
+  if (!node.spec) out << "\nDevices spec: error: " << Printable(node.spec.error()) << "\n";
   if (report.node_profile) {
     const node_profile::CpuProfile& cpu = report.node_profile->cpu;
-    out << "\nNode: " << cpu.name << " (" << cpu.key << "), " << cpu.physical_cores << " cores, "
-        << cpu.logical_cores << " threads, " << report.node_profile->memory_mib << " MiB\n";
+    out << "\nNode: " << Printable(cpu.name) << " (" << cpu.key << "), " << cpu.physical_cores
+        << " cores, " << cpu.logical_cores << " threads, " << report.node_profile->memory_mib
+        << " MiB\n";
   } else {
-    out << "\nNode profile: error: " << report.node_profile.error() << "\n";
+    out << "\nNode profile: error: " << Printable(report.node_profile.error()) << "\n";
   }
-  out << "\nAccelerators: "
-      << (accelerators == 0 ? std::string("none") : std::to_string(accelerators)) << "\n";
+  out << "\nAccelerators: ";
+  if (accelerators == 0) {
+    out << (report.ok() ? "none" : "none found, but see the errors above");
+  } else {
+    out << accelerators;
+    if (unhealthy > 0)
+      out << " (" << accelerators - unhealthy << " healthy, " << unhealthy << " unhealthy)";
+  }
+  out << "\n";
+  if (!report.ok()) out << "\nNot everything worked: see the errors above.\n";
   return out.str();
 }
 

@@ -1,9 +1,12 @@
 #include "host/device_manager/monitor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <sstream>
+
+#include "host/common/text.h"
 
 namespace gpustack::device_manager {
 namespace {
@@ -17,71 +20,41 @@ std::string NowRfc3339() {
   return text;
 }
 
-void Put(nlohmann::json& out, const char* key, const sdk::Measurement& m) {
-  if (m) out[key] = *m;
+void Put(nlohmann::json& out, const char* key, const runtime::Figure& f) {
+  if (f) out[key] = *f;
 }
 
-std::string Cell(const sdk::Measurement& m, const char* format) {
-  if (!m) return "-";
+std::string Cell(const runtime::Figure& f, const char* format) {
+  if (!f) return "-";
   char text[32];
-  std::snprintf(text, sizeof text, format, *m);
+  std::snprintf(text, sizeof text, format, *f);
   return text;
 }
 
 }  // namespace
 
-MonitorRound SampleRound(NodeSession& session, bool include_processes) {
-  MonitorRound round;
-  round.time = NowRfc3339();
-  for (const PluginReport& report : session.report.plugins) {
-    auto running = session.running.find(report.name);
-    if (running == session.running.end() || report.discovery_status != "OK" ||
-        report.groups.empty()) {
-      continue;
-    }
-    auto snapshot = running->second->SampleMetrics({{}, include_processes});
-    if (!snapshot) {
-      round.errors.push_back(report.name + ": " + snapshot.error());
-      continue;
-    }
-    for (const sdk::AcceleratorGroup& group : report.groups) {
-      for (const sdk::Accelerator& card : group.accelerators) {
-        CardSample sample{report.name, group.product, card.index, {}, {}};
-        bool found = false;
-        for (const sdk::DeviceSample& s : snapshot->devices) {
-          if (s.accelerator_id == card.id) {
-            sample.sample = s;
-            found = true;
-          }
-        }
-        if (!found) continue;  // the plugin no longer sees it; detect will say why
-        for (const sdk::ProcessSample& p : snapshot->processes) {
-          if (p.accelerator_id == card.id) sample.processes.push_back(p);
-        }
-        round.cards.push_back(std::move(sample));
-      }
-    }
-  }
-  return round;
+MonitorRound SampleRound(runtime::NodeRuntime& node, bool include_processes) {
+  return {NowRfc3339(), node.Sample(include_processes)};
 }
 
 nlohmann::json ToJson(const MonitorRound& round) {
   nlohmann::json cards = nlohmann::json::array();
-  for (const CardSample& c : round.cards) {
-    nlohmann::json card = {{"id", c.sample.accelerator_id},
+  for (const runtime::CardSample& c : round.samples.cards) {
+    const runtime::DeviceSample& s = c.sample;
+    nlohmann::json card = {{"id", s.card_id},
                            {"manufacturer", c.manufacturer},
                            {"product", c.product},
                            {"index", c.index},
-                           {"unhealthy", c.sample.health == GPUSTACK_HEALTH_UNHEALTHY}};
-    Put(card, "memory", c.sample.memory_total_mib);
-    Put(card, "memoryUsage", c.sample.memory_used_mib);
-    Put(card, "memoryUtilization", c.sample.memory_utilization_percent);
-    Put(card, "coresUtilization", c.sample.cores_utilization_percent);
-    Put(card, "temperature", c.sample.temperature_celsius);
-    Put(card, "powerUsage", c.sample.power_watts);
+                           {"unhealthy", s.health == runtime::Health::kUnhealthy}};
+    Put(card, "memory", s.memory_total_mib);
+    Put(card, "memoryUsage", s.memory_used_mib);
+    Put(card, "memoryUtilization", s.memory_utilization_percent);
+    Put(card, "coresUtilization", s.cores_utilization_percent);
+    Put(card, "temperature", s.temperature_celsius);
+    Put(card, "powerUsage", s.power_watts);
     if (!c.processes.empty()) {
       nlohmann::json processes = nlohmann::json::array();
-      for (const sdk::ProcessSample& p : c.processes) {
+      for (const runtime::ProcessSample& p : c.processes) {
         nlohmann::json process = {{"pid", p.pid}};
         if (!p.partition_id.empty()) process["partition"] = p.partition_id;
         Put(process, "memoryUsage", p.memory_used_mib);
@@ -93,36 +66,48 @@ nlohmann::json ToJson(const MonitorRound& round) {
     cards.push_back(std::move(card));
   }
   nlohmann::json out = {{"time", round.time}, {"accelerators", cards}};
-  if (!round.errors.empty()) out["errors"] = round.errors;
+  if (!round.samples.errors.empty()) out["errors"] = round.samples.errors;
+  if (!round.samples.warnings.empty()) out["warnings"] = round.samples.warnings;
   return out;
 }
 
 std::string ToText(const MonitorRound& round) {
+  // The id column is as wide as the longest id: cards of one product differ only at the end.
+  size_t id_width = 2;
+  for (const runtime::CardSample& c : round.samples.cards) {
+    id_width = std::max(id_width, Printable(c.sample.card_id).size());
+  }
+  const int width = static_cast<int>(id_width);
   std::ostringstream out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%s\n%-10s %-3s %-40s %9s %9s %6s %6s %6s %8s %s\n",
-                round.time.c_str(), "VENDOR", "IDX", "ID", "MEM MiB", "USED MiB", "MEM%", "CORE%",
-                "TEMP C", "POWER W", "HEALTH");
+  char line[512];
+  out << round.time << "\n";
+  std::snprintf(line, sizeof line, "%-10s %-3s %-*s %9s %9s %6s %6s %6s %8s %s\n", "VENDOR", "IDX",
+                width, "ID", "MEM MiB", "USED MiB", "MEM%", "CORE%", "TEMP C", "POWER W", "HEALTH");
   out << line;
-  for (const CardSample& c : round.cards) {
-    const sdk::DeviceSample& s = c.sample;
-    std::snprintf(line, sizeof line, "%-10.10s %-3u %-40.40s %9s %9s %6s %6s %6s %8s %s\n",
-                  c.manufacturer.c_str(), c.index, s.accelerator_id.c_str(),
+  for (const runtime::CardSample& c : round.samples.cards) {
+    const runtime::DeviceSample& s = c.sample;
+    std::snprintf(line, sizeof line, "%-10.10s %-3u ", Printable(c.manufacturer).c_str(), c.index);
+    out << line << Printable(s.card_id) << std::string(id_width - Printable(s.card_id).size(), ' ');
+    std::snprintf(line, sizeof line, " %9s %9s %6s %6s %6s %8s %s\n",
                   Cell(s.memory_total_mib, "%.0f").c_str(), Cell(s.memory_used_mib, "%.0f").c_str(),
                   Cell(s.memory_utilization_percent, "%.1f").c_str(),
                   Cell(s.cores_utilization_percent, "%.0f").c_str(),
                   Cell(s.temperature_celsius, "%.0f").c_str(), Cell(s.power_watts, "%.1f").c_str(),
-                  s.health == GPUSTACK_HEALTH_UNHEALTHY ? "unhealthy" : "ok");
+                  s.health == runtime::Health::kUnhealthy ? "unhealthy" : "ok");
     out << line;
-    for (const sdk::ProcessSample& p : c.processes) {
+    for (const runtime::ProcessSample& p : c.processes) {
       std::snprintf(line, sizeof line, "    pid %-8u %9s MiB %6s%%  ", p.pid,
                     Cell(p.memory_used_mib, "%.0f").c_str(),
                     Cell(p.cores_utilization_percent, "%.0f").c_str());
-      out << line << p.partition_id << "\n";
+      out << line << Printable(p.partition_id) << "\n";
     }
   }
-  if (round.cards.empty()) out << "no accelerators\n";
-  for (const std::string& e : round.errors) out << "error: " << e << "\n";
+  if (round.samples.cards.empty()) {
+    out << (round.samples.errors.empty() ? "no accelerators\n"
+                                         : "no accelerators sampled: see the errors below\n");
+  }
+  for (const std::string& w : round.samples.warnings) out << "warning: " << Printable(w) << "\n";
+  for (const std::string& e : round.samples.errors) out << "error: " << Printable(e) << "\n";
   return out.str();
 }
 

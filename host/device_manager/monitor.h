@@ -1,5 +1,6 @@
 // `device-manager monitor`: per-accelerator samples from every running plugin, one round at a
-// time. Figures a plugin could not measure are absent from the output, never zero.
+// time, as a view over the node runtime. Figures a plugin could not measure (or reported beyond
+// what any card can have) are absent from the output, never zero.
 #ifndef GPUSTACK_HOST_DEVICE_MANAGER_MONITOR_H_
 #define GPUSTACK_HOST_DEVICE_MANAGER_MONITOR_H_
 
@@ -8,26 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "host/device_manager/detect.h"
+#include "host/runtime/node_runtime.h"
 
 namespace gpustack::device_manager {
 
-struct CardSample {
-  std::string manufacturer;
-  std::string product;
-  uint32_t index = 0;  // the plugin's enumeration index
-  sdk::DeviceSample sample;
-  std::vector<sdk::ProcessSample> processes;
-};
-
 struct MonitorRound {
-  std::string time;                 // RFC 3339, UTC
-  std::vector<CardSample> cards;    // in plugin, then card order
-  std::vector<std::string> errors;  // "<plugin>: <why>" for a plugin whose sampling failed
+  std::string time;  // RFC 3339, UTC
+  runtime::SampleRound samples;
 };
 
-// One round over every plugin that discovered cards (DiscoverAll must have run).
-MonitorRound SampleRound(NodeSession& session, bool include_processes);
+// One round over every plugin that has published cards (after a discovery pass).
+MonitorRound SampleRound(runtime::NodeRuntime& node, bool include_processes);
 
 nlohmann::json ToJson(const MonitorRound& round);
 std::string ToText(const MonitorRound& round);

@@ -3,82 +3,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <optional>
 #include <sstream>
+
+#include "host/common/files.h"
+#include "host/common/text.h"
 
 namespace gpustack::device_manager {
 namespace {
 
-// What a manufacturer's containers are given and need (vendors.md; reference §3.1).
-struct VendorFacts {
-  std::string manufacturer;
-  std::vector<std::string> shared_nodes;  // under the dev root
-  // Per card, formatted with its physical indexes: {0} = the first, {1} = the second.
-  std::vector<std::string> card_nodes;
-  std::string runtime;  // RuntimeClass handler the workloads (or the device manager) need
-  std::string runtime_reason;
-  std::string driver_hint;
-};
+using runtime::PluginState;
+using runtime::PluginStatus;
 
-const std::vector<VendorFacts>& Facts() {
-  static const std::vector<VendorFacts> facts = {
-      {"nvidia",
-       {"nvidiactl", "nvidia-uvm"},
-       {"nvidia{0}"},
-       "nvidia",
-       "the toolkit injects the driver",
-       "install the NVIDIA driver (nvidia-smi must work)"},
-      {"amd", {"kfd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "load the amdgpu driver"},
-      {"ascend",
-       {"davinci_manager", "devmm_svm", "hisi_hdc"},
-       {"davinci{0}"},
-       "ascend",
-       "the Ascend Docker Runtime injects the devices",
-       "install the Ascend NPU driver"},
-      {"cambricon",
-       {"cambricon_ctl"},
-       {"cambricon_dev{0}"},
-       "",
-       "",
-       "install the Cambricon driver"},
-      {"hygon", {"kfd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "install the Hygon DCU driver"},
-      {"iluvatar",
-       {"itrctl"},
-       {"iluvatar{0}"},
-       "iluvatar",
-       "the ix-container-toolkit injects the devices",
-       "install the Iluvatar CoreX driver"},
-      {"metax", {"mxcd"}, {"dri/card{0}", "dri/renderD{1}"}, "", "", "install the MetaX driver"},
-      {"mthreads",
-       {},
-       {"mtgpu.{0}"},
-       "mthreads",
-       "the MT container toolkit injects the driver",
-       "install the Moore Threads driver"},
-      {"thead", {"alixpu", "alixpu_ctl"}, {"alixpu_ppu{0}"}, "", "", "install the PPU driver"},
-  };
-  return facts;
-}
-
-std::optional<std::string> Format(const std::string& pattern, const std::vector<uint32_t>& ids) {
-  std::string out = pattern;
-  for (size_t i = 0; i < 2; ++i) {
-    const std::string token = "{" + std::to_string(i) + "}";
-    const size_t at = out.find(token);
-    if (at == std::string::npos) continue;
-    if (i >= ids.size()) return std::nullopt;  // the plugin did not report that number
-    out.replace(at, token.size(), std::to_string(ids[i]));
-  }
-  return out;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+constexpr size_t kMaxContainerdConfig = 1 << 20;
 
 const char* ResultName(CheckResult r) {
   switch (r) {
@@ -91,116 +27,183 @@ const char* ResultName(CheckResult r) {
   }
 }
 
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+PreflightCheck LibraryCheck(const PluginStatus& p) {
+  PreflightCheck check{p.name, "management library", CheckResult::kPass, "", ""};
+  const std::string hint = p.identity && !p.identity->install_hint.empty()
+                               ? p.identity->install_hint
+                               : "see the message";
+  const size_t cards = runtime::CardCount(p.groups);
+  size_t unhealthy = 0;
+  std::string reasons;
+  for (const auto& g : p.groups) {
+    for (const auto& c : g.cards) {
+      if (c.health != runtime::Health::kUnhealthy) continue;
+      ++unhealthy;
+      reasons += (reasons.empty() ? "" : "; ") + c.id + ": " + c.health_reason;
+    }
+  }
+  if (p.state != PluginState::kRunning) {
+    check.result = CheckResult::kFail;
+    check.detail = std::string(StateName(p.state)) + (p.error ? ": " + p.error->message : "");
+    if (p.state == PluginState::kQuarantined) {
+      check.fix = "install a fixed plugin (or remove its quarantine entry to try it again)";
+    } else if (p.error && p.error->reason == "library_path") {
+      check.fix =
+          "point library_path at the vendor's management library, or unset it to use "
+          "the plugin's default search";
+    } else if (p.identity && p.state == PluginState::kFailed) {
+      check.fix = hint;  // it loaded and identified itself, then its vendor library failed it
+    } else {
+      check.fix = "reinstall the plugin or fix the file named";
+    }
+  } else if (p.discovery_error) {
+    check.result = CheckResult::kFail;
+    check.detail =
+        std::string(CodeName(p.discovery_error->code)) + ": " + p.discovery_error->message;
+    check.fix = hint;
+  } else if (cards == 0) {
+    check.result = CheckResult::kFail;
+    check.detail = "loaded, but it reports no device although " + p.decision;
+    check.fix = "check that the driver is bound to the devices (dmesg)";
+  } else if (unhealthy > 0) {
+    check.result = CheckResult::kWarn;
+    check.detail = "loaded; " + std::to_string(cards - unhealthy) + " healthy and " +
+                   std::to_string(unhealthy) + " unhealthy accelerator(s): " + reasons;
+    check.fix = "check the unhealthy cards (dmesg, the vendor's tools); they are not allocated";
+  } else if (!p.warnings.empty()) {
+    check.result = CheckResult::kWarn;
+    check.detail = "loaded; " + std::to_string(cards) + " accelerator(s); " + p.warnings.front();
+    check.fix = "check the cards named (lspci -k, dmesg, the vendor's tools)";
+  } else {
+    check.detail = "loaded; " + std::to_string(cards) + " accelerator(s)";
+  }
+  return check;
+}
+
+std::optional<PreflightCheck> DeviceNodeCheck(runtime::NodeRuntime& node, const PluginStatus& p,
+                                              const PreflightOptions& options) {
+  if (runtime::CardCount(p.groups) == 0) return std::nullopt;
+  auto nodes = node.DeviceNodes(p.name);
+  if (!nodes && nodes.code() == Code::kUnimplemented) return std::nullopt;  // nothing declared
+  PreflightCheck check{p.name, "device nodes", CheckResult::kPass, "", ""};
+  if (!nodes) {
+    check.result = CheckResult::kWarn;
+    check.detail = "cannot tell: " + nodes.error();
+    return check;
+  }
+  std::vector<std::string> missing;
+  std::error_code ec;
+  for (const runtime::DeviceNode& n : *nodes) {
+    const std::filesystem::path path = std::filesystem::path(options.dev_root) / n.path;
+    if (!std::filesystem::exists(path, ec)) missing.push_back(path.string());
+  }
+  if (missing.empty()) {
+    check.detail = std::to_string(nodes->size()) + " present under " + options.dev_root;
+    return check;
+  }
+  check.result = CheckResult::kFail;
+  check.detail = "missing: ";
+  for (size_t i = 0; i < missing.size(); ++i) check.detail += (i ? ", " : "") + missing[i];
+  const std::string hint = p.identity ? p.identity->install_hint : "install the driver";
+  check.fix = hint + "; the kernel module creates these nodes";
+  return check;
+}
+
+std::optional<PreflightCheck> RuntimeCheck(const PluginStatus& p, const PreflightOptions& options) {
+  if (!p.identity || p.identity->runtime_class.empty()) return std::nullopt;
+  const runtime::PluginIdentity& id = *p.identity;
+  const std::string& handler = id.runtime_class;
+  const std::string why = id.runtime_injects_driver
+                              ? "the vendor runtime injects the driver into the device manager"
+                              : "the vendor runtime injects the devices into workloads";
+  PreflightCheck check{p.name, "container runtime", CheckResult::kPass, "", ""};
+  auto config = ReadSmallFile(options.containerd_config, kMaxContainerdConfig, "containerd config");
+  if (!config) {
+    check.result = CheckResult::kWarn;
+    check.detail = config.error() + "; cannot tell whether the \"" + handler +
+                   "\" handler exists (" + why + ")";
+    check.fix = "make sure containerd has a \"" + handler +
+                "\" runtime handler, for RuntimeClass " + handler;
+  } else if (!HasRuntimeHandler(*config, handler)) {
+    check.result = CheckResult::kFail;
+    check.detail =
+        "no \"" + handler + "\" runtime in " + options.containerd_config + " (" + why + ")";
+    check.fix =
+        "install the vendor's container toolkit and register its runtime with containerd "
+        "as \"" +
+        handler + "\", then restart containerd";
+  } else {
+    check.detail = "containerd has the \"" + handler + "\" runtime";
+  }
+  return check;
+}
+
+std::optional<PreflightCheck> PartitionCheck(const PluginStatus& p) {
+  const size_t cards = runtime::CardCount(p.groups);
+  if (!p.identity || !p.identity->capabilities.partitioned || cards == 0) return std::nullopt;
+  size_t enabled = 0, pending = 0, unsupported = 0;
+  for (const auto& g : p.groups) {
+    for (const auto& c : g.cards) {
+      enabled += c.partition_mode == runtime::PartitionMode::kEnabled;
+      pending += c.partition_mode == runtime::PartitionMode::kPending;
+      unsupported += c.partition_mode == runtime::PartitionMode::kUnsupported;
+    }
+  }
+  PreflightCheck mode{p.name, "partition mode", CheckResult::kPass, "", ""};
+  mode.detail = std::to_string(enabled) + " of " + std::to_string(cards) + " card(s) in " +
+                p.identity->partition_kind + " mode";
+  if (unsupported > 0) mode.detail += ", " + std::to_string(unsupported) + " cannot partition";
+  if (pending > 0) {
+    mode.result = CheckResult::kWarn;
+    mode.detail += ", " + std::to_string(pending) + " with a mode change pending";
+    mode.fix =
+        "reset those cards (or reboot) to apply the pending mode, then restart the device manager";
+  }
+  return mode;
+}
+
 }  // namespace
 
-std::vector<PreflightCheck> RunPreflight(const NodeSession& session,
+bool HasRuntimeHandler(std::string_view config, std::string_view name) {
+  const std::string bare = "runtimes." + std::string(name);
+  const std::string quoted = "runtimes.\"" + std::string(name) + "\"";
+  while (!config.empty()) {
+    const size_t newline = config.find('\n');
+    std::string_view line = Trim(config.substr(0, newline));
+    config = newline == std::string_view::npos ? std::string_view{} : config.substr(newline + 1);
+    if (line.empty() || line.front() != '[') continue;  // comments and keys
+    const size_t close = line.find(']');
+    if (close == std::string_view::npos) continue;
+    std::string_view header = Trim(line.substr(1, close - 1));
+    if (!header.empty() && header.front() == '[') header = Trim(header.substr(1));  // [[array]]
+    auto ends_with = [&](const std::string& suffix) {
+      return header.size() >= suffix.size() &&
+             header.substr(header.size() - suffix.size()) == suffix &&
+             (header.size() == suffix.size() || header[header.size() - suffix.size() - 1] == '.');
+    };
+    if (ends_with(bare) || ends_with(quoted)) return true;
+  }
+  return false;
+}
+
+std::vector<PreflightCheck> RunPreflight(runtime::NodeRuntime& node,
                                          const PreflightOptions& options) {
   std::vector<PreflightCheck> checks;
-  for (const PluginReport& p : session.report.plugins) {
-    if (!p.enabled) continue;
-    const auto facts = std::find_if(Facts().begin(), Facts().end(),
-                                    [&](const VendorFacts& f) { return f.manufacturer == p.name; });
-
-    // 1. The plugin loads and its management library answers.
-    PreflightCheck library{p.name, "management library", CheckResult::kPass, "", ""};
-    size_t cards = 0;
-    for (const auto& g : p.groups) cards += g.accelerators.size();
-    if (!p.load_error.empty()) {
-      library.result = CheckResult::kFail;
-      library.detail = p.load_error;
-      library.fix = "reinstall the plugin or fix the file named";
-    } else if (p.discovery_status != "OK") {
-      library.result = CheckResult::kFail;
-      library.detail = p.discovery_status + ": " + p.discovery_message;
-      library.fix = facts != Facts().end() ? facts->driver_hint : "see the message";
-    } else if (cards == 0) {
-      library.result = CheckResult::kFail;
-      library.detail = "loaded, but it reports no device although " + p.decision;
-      library.fix = "check that the driver is bound to the devices (dmesg)";
-    } else {
-      library.detail = "loaded; " + std::to_string(cards) + " accelerator(s)";
-    }
-    checks.push_back(library);
-    if (facts == Facts().end()) continue;  // a third-party plugin: nothing more is known
-
-    // 2. The device nodes containers will be given.
-    if (cards > 0) {
-      std::vector<std::string> missing;
-      std::vector<std::string> wanted = facts->shared_nodes;
-      for (const auto& g : p.groups) {
-        for (const auto& a : g.accelerators) {
-          for (const std::string& pattern : facts->card_nodes) {
-            if (auto node = Format(pattern, a.physical_indexes)) wanted.push_back(*node);
-          }
-        }
-      }
-      std::error_code ec;
-      for (const std::string& node : wanted) {
-        if (!std::filesystem::exists(std::filesystem::path(options.dev_root) / node, ec)) {
-          missing.push_back(options.dev_root + "/" + node);
-        }
-      }
-      PreflightCheck nodes{p.name, "device nodes", CheckResult::kPass, "", ""};
-      if (missing.empty()) {
-        nodes.detail = std::to_string(wanted.size()) + " present under " + options.dev_root;
-      } else {
-        nodes.result = CheckResult::kFail;
-        nodes.detail = "missing: ";
-        for (size_t i = 0; i < missing.size(); ++i) nodes.detail += (i ? ", " : "") + missing[i];
-        nodes.fix = facts->driver_hint + "; the kernel module creates these nodes";
-      }
-      checks.push_back(nodes);
-    }
-
-    // 3. The container runtime the manufacturer needs (reference §3.1).
-    if (!facts->runtime.empty()) {
-      PreflightCheck runtime{p.name, "container runtime", CheckResult::kPass, "", ""};
-      const std::string config = ReadAll(options.containerd_config);
-      const std::string section = "runtimes." + facts->runtime + "]";
-      const std::string quoted = "runtimes.\"" + facts->runtime + "\"]";
-      if (config.empty()) {
-        runtime.result = CheckResult::kWarn;
-        runtime.detail = options.containerd_config + " not readable; cannot tell whether the \"" +
-                         facts->runtime + "\" handler exists (" + facts->runtime_reason + ")";
-        runtime.fix = "make sure containerd has a \"" + facts->runtime +
-                      "\" runtime handler, for RuntimeClass " + facts->runtime;
-      } else if (config.find(section) == std::string::npos &&
-                 config.find(quoted) == std::string::npos) {
-        runtime.result = CheckResult::kFail;
-        runtime.detail = "no \"" + facts->runtime + "\" runtime in " + options.containerd_config +
-                         " (" + facts->runtime_reason + ")";
-        runtime.fix =
-            "install the vendor's container toolkit and register its runtime with "
-            "containerd as \"" +
-            facts->runtime + "\", then restart containerd";
-      } else {
-        runtime.detail = "containerd has the \"" + facts->runtime + "\" runtime";
-      }
-      checks.push_back(runtime);
-    }
-
-    // 4. Partition mode, where the manufacturer partitions.
-    if (p.identity && (p.identity->capabilities & GPUSTACK_CAP_PARTITIONING) != 0 && cards > 0) {
-      size_t enabled = 0, pending = 0, unsupported = 0;
-      for (const auto& g : p.groups) {
-        for (const auto& a : g.accelerators) {
-          enabled += a.partition_mode == GPUSTACK_PARTITION_MODE_ENABLED;
-          pending += a.partition_mode == GPUSTACK_PARTITION_MODE_PENDING;
-          unsupported += a.partition_mode == GPUSTACK_PARTITION_MODE_UNSUPPORTED;
-        }
-      }
-      PreflightCheck mode{p.name, "partition mode", CheckResult::kPass, "", ""};
-      mode.detail = std::to_string(enabled) + " of " + std::to_string(cards) + " card(s) in " +
-                    p.identity->partition_kind + " mode";
-      if (unsupported > 0) mode.detail += ", " + std::to_string(unsupported) + " cannot partition";
-      if (pending > 0) {
-        mode.result = CheckResult::kWarn;
-        mode.detail += ", " + std::to_string(pending) + " with a mode change pending";
-        mode.fix =
-            "reset those cards (or reboot) to apply the pending mode, then restart the "
-            "device manager";
-      }
-      checks.push_back(mode);
+  for (const PluginStatus& p : node.Report().plugins) {
+    if (!p.enabled && p.state != PluginState::kRefused) continue;
+    checks.push_back(LibraryCheck(p));
+    if (p.state != PluginState::kRunning) continue;
+    for (auto check :
+         {DeviceNodeCheck(node, p, options), RuntimeCheck(p, options), PartitionCheck(p)}) {
+      if (check) checks.push_back(std::move(*check));
     }
   }
   return checks;
@@ -231,10 +234,10 @@ std::string ToText(const std::vector<PreflightCheck>& checks) {
   out << line;
   for (const PreflightCheck& c : checks) {
     // Fixed columns first; the detail, of any length, after them.
-    std::snprintf(line, sizeof line, "%-10s %-19s %-6s ", c.manufacturer.c_str(), c.check.c_str(),
-                  ResultName(c.result));
-    out << line << c.detail << "\n";
-    if (!c.fix.empty()) out << std::string(38, ' ') << "fix: " << c.fix << "\n";
+    std::snprintf(line, sizeof line, "%-10s %-19s %-6s ", Printable(c.manufacturer).c_str(),
+                  c.check.c_str(), ResultName(c.result));
+    out << line << Printable(c.detail) << "\n";
+    if (!c.fix.empty()) out << std::string(38, ' ') << "fix: " << Printable(c.fix) << "\n";
   }
   if (checks.empty()) out << "no plugin is enabled on this node: nothing to check\n";
   out << (AllPassed(checks) ? "\nPreflight passed.\n"

@@ -1,16 +1,19 @@
 // `device-manager preflight`: what each enabled manufacturer needs on this node, checked, with
-// what to fix. Checks: the management library loads and answers (through the plugin), the device
-// nodes its containers will be given exist, the container runtime the manufacturer needs is
-// configured (reference §3.1), and the partition mode of partition-capable cards.
+// what to fix, as a view over the node runtime. Checks: the plugin runs and its management
+// library answers, the device nodes its containers use exist, the container runtime it needs is
+// registered with containerd (reference §3.1), and the partition mode of partition-capable cards.
+// Everything vendor-specific comes from the plugin itself (its identity and its device nodes), so
+// a third-party plugin gets the same checks as an in-tree one.
 #ifndef GPUSTACK_HOST_DEVICE_MANAGER_PREFLIGHT_H_
 #define GPUSTACK_HOST_DEVICE_MANAGER_PREFLIGHT_H_
 
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "host/device_manager/detect.h"
+#include "host/runtime/node_runtime.h"
 
 namespace gpustack::device_manager {
 
@@ -29,9 +32,13 @@ struct PreflightOptions {
   std::string containerd_config = "/etc/containerd/config.toml";
 };
 
-// Pure given the session (DiscoverAll must have run) and the files it looks at.
-std::vector<PreflightCheck> RunPreflight(const NodeSession& session,
+// After a discovery pass.
+std::vector<PreflightCheck> RunPreflight(runtime::NodeRuntime& node,
                                          const PreflightOptions& options);
+
+// Whether a containerd config (TOML) registers a runtime handler `name`: a table header ending in
+// runtimes.<name> or runtimes."<name>", not commented out. Pure.
+bool HasRuntimeHandler(std::string_view containerd_config, std::string_view name);
 
 bool AllPassed(const std::vector<PreflightCheck>& checks);  // no failure (warnings allowed)
 nlohmann::json ToJson(const std::vector<PreflightCheck>& checks);
