@@ -6,6 +6,8 @@
 
 namespace {
 
+constexpr const char* kInstallHint = "load the amdgpu driver and install ROCm (rocm-smi-lib)";
+
 std::string Family(const std::string& gfx) {
   if (gfx == "gfx942" || gfx == "gfx950") return "CDNA3";
   if (gfx == "gfx90a") return "CDNA2";
@@ -30,6 +32,8 @@ class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "amd",  // not required: the grant injects the device nodes
+        .install_hint = kInstallHint,
     };
     return identity;
   }
@@ -40,15 +44,21 @@ class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
             {
                 .manufacturer = "amd",
                 .library = {.pci_vendor_ids = {0x1002},
-                            .env = "GPUSTACK_AMD_LIBRARY",
                             .candidates = {"/opt/rocm/lib/librocm_smi64.so", "librocm_smi64.so"},
                             .preload = {},
-                            .install_hint = "install ROCm (rocm-smi-lib)"},
+                            .install_hint = kInstallHint},
                 // A CU mask plus a memory shim budgets a slice; compute
                 // budgets may overlap (reference detect sample: 128).
                 .logical_slice_count = 128,
                 .cores_percentage_overcommit = true,
                 .family_name = Family,
+                // Plain runc works when the grant carries /dev/kfd and the card's DRM nodes;
+                // ROCr picks the card by UUID, and libvrocm budgets a slice's VRAM.
+                .injection = {.shared_nodes = {"kfd"},
+                              .inject_nodes = true,
+                              .visible_env = "ROCR_VISIBLE_DEVICES",
+                              .fixed_env = {{"AMD_VISIBLE_DEVICES", "none"}},
+                              .memory_env = "VROCM_DEVICE_MEMORY_LIMIT_"},
             }) {}
 };
 

@@ -1,12 +1,13 @@
-// The Huawei Ascend plugin (huawei.com/npu): discovery and metrics through DCMI (libdcmi.so).
+// The Huawei Ascend plugin (huawei.com/npu): discovery, grants and metrics through DCMI
+// (libdcmi.so).
 // An NPU is addressed by (card, device); /dev/davinci<N> and ASCEND_VISIBLE_DEVICES take the
 // physical id, mapped from the logic id, never the enumeration index. vNPU templates are not
 // driven yet. See README.md.
 #include <gpustack/plugin.hpp>
 
 #include <gpustack_support/discovery.h>
-#include <gpustack_support/pci_topology.h>
-#include <gpustack_support/plugin_library.h>
+#include <gpustack_support/injection.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -40,6 +41,13 @@ std::string Family(const std::string& chip) {
   return "Ascend" + chip.substr(0, digits);
 }
 
+constexpr const char* kInstallHint = "install the Ascend NPU driver (DCMI)";
+
+// The Ascend Docker Runtime (RuntimeClass ascend) turns ASCEND_VISIBLE_DEVICES (physical ids)
+// into device nodes; a slice's budget goes to vcann-rt's config file (not written yet).
+const support::Injection kInjection{.shared_nodes = {"davinci_manager", "devmm_svm", "hisi_hdc"},
+                                    .visible_env = "ASCEND_VISIBLE_DEVICES"};
+
 class AscendPlugin final : public sdk::Plugin {
  public:
   static const sdk::Identity& GetIdentity() {
@@ -52,6 +60,9 @@ class AscendPlugin final : public sdk::Plugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "ascend",
+        .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DEVICES,
+        .install_hint = kInstallHint,
     };
     return identity;
   }
@@ -59,11 +70,10 @@ class AscendPlugin final : public sdk::Plugin {
   explicit AscendPlugin(const sdk::Host& host)
       : host_(host),
         library_(host_, {.pci_vendor_ids = {0x19e5},
-                         .env = "GPUSTACK_ASCEND_LIBRARY",
                          .candidates = {"/usr/local/Ascend/driver/lib64/driver/libdcmi.so",
                                         "/usr/local/dcmi/libdcmi.so", "libdcmi.so"},
                          .preload = {},
-                         .install_hint = "install the Ascend NPU driver (DCMI)"}) {}
+                         .install_hint = kInstallHint}) {}
 
   void Discover(sdk::DiscoverySink& sink) override {
     if (!EnsureLoaded()) return;
@@ -75,62 +85,79 @@ class AscendPlugin final : public sdk::Plugin {
         api_.get_driver_version(driver, sizeof driver) != dc::kOk) {
       driver[0] = '\0';
     }
-    support::GroupBuilder groups;
+    // An NPU that cannot be read is reported unhealthy as it was last read, never hiding the
+    // others; DCMI failing as a whole (above) fails the pass.
+    sdk::CardBook::Pass pass = book_.Begin();
     std::vector<Npu> npus;
+    size_t slot = 0;  // the library's enumeration: (card, device) in order
     for (int c = 0; c < std::min(card_count, dc::kMaxCards); ++c) {
       const int card = card_ids[c];
       int devices = 0;
       Check(api_.get_device_num_in_card(card, &devices), "card " + std::to_string(card));
-      for (int dev = 0; dev < devices; ++dev) {
+      for (int dev = 0; dev < devices; ++dev, ++slot) {
         const std::string where = "card " + std::to_string(card) + " device " + std::to_string(dev);
-        // /dev/davinci<N> is the physical id: an NPU without one is skipped (fail closed), but
-        // any other failure fails the pass rather than shortening the list.
-        int logic = -1;
-        unsigned physical = 0;
-        int r = api_.get_device_logic_id(&logic, card, dev);
-        if (r == dc::kOk)
-          r = logic < 0
-                  ? dc::kNotSupport
-                  : api_.get_device_phyid_from_logicid(static_cast<unsigned>(logic), &physical);
-        if (r == dc::kNotSupport) {
-          host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no physical id");
-          continue;
+        try {
+          // /dev/davinci<N> is the physical id: an NPU without one is left out (fail closed).
+          int logic = -1;
+          unsigned physical = 0;
+          int r = api_.get_device_logic_id(&logic, card, dev);
+          if (r == dc::kOk)
+            r = logic < 0
+                    ? dc::kNotSupport
+                    : api_.get_device_phyid_from_logicid(static_cast<unsigned>(logic), &physical);
+          if (r == dc::kNotSupport) {
+            host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no physical id");
+            continue;
+          }
+          Check(r, where + ": physical id");
+          dc::ChipInfo chip{};
+          Check(api_.get_device_chip_info(card, dev, &chip), where + ": chip info");
+          dc::DieId die{};
+          Check(api_.get_device_die_v2(card, dev, dc::kDieVdie, &die), where + ": die id");
+          char uuid[64];
+          std::snprintf(uuid, sizeof uuid, "%08X-%08X-%08X-%08X-%08X", die.soc_die[0],
+                        die.soc_die[1], die.soc_die[2], die.soc_die[3], die.soc_die[4]);
+          sdk::Accelerator a;
+          a.id = uuid;
+          a.physical_indexes = {physical};
+          if (auto bus = BusId(card, dev)) sdk::FillTopology(host_, *bus, a);
+          a.memory_mib = MemoryMib(card, dev, nullptr);
+          a.health = Health(card, dev, &a.health_reason);
+          a.logical_slice_count = 63;  // vNPU-style AI-core quota, compute may be overcommitted
+          a.cores_percentage_overcommit = true;
+          const std::string chip_name = Trimmed(chip.chip_name, sizeof chip.chip_name);
+          sdk::AcceleratorGroup g;
+          g.memory_mib = a.memory_mib;
+          g.cores = chip.aicore_cnt;
+          g.family = Family(chip_name);
+          g.driver_version = std::string(driver, strnlen(driver, sizeof driver));
+          npus.push_back({a.id, card, dev, physical, static_cast<uint32_t>(npus.size())});
+          pass.Found(slot, Trimmed(chip.chip_type, sizeof chip.chip_type) + " " + chip_name,
+                     std::move(g), std::move(a));
+        } catch (const sdk::Error& e) {
+          if (pass.Unreadable(slot, e.what())) {
+            const sdk::Accelerator& known = book_.at(slot).card;
+            npus.push_back({known.id, card, dev, known.physical_indexes.at(0),
+                            static_cast<uint32_t>(npus.size())});
+          } else {
+            host_.Log(GPUSTACK_LOG_ERROR,
+                      where + " left out: " + e.what() + " (never read, so it cannot be named)");
+          }
         }
-        Check(r, where + ": physical id");
-        dc::ChipInfo chip{};
-        Check(api_.get_device_chip_info(card, dev, &chip), where + ": chip info");
-        dc::DieId die{};
-        Check(api_.get_device_die_v2(card, dev, dc::kDieVdie, &die), where + ": die id");
-        char uuid[64];
-        std::snprintf(uuid, sizeof uuid, "%08X-%08X-%08X-%08X-%08X", die.soc_die[0], die.soc_die[1],
-                      die.soc_die[2], die.soc_die[3], die.soc_die[4]);
-        sdk::Accelerator a;
-        a.id = uuid;
-        a.physical_indexes = {physical};
-        if (auto bus = BusId(card, dev)) support::FillTopology(host_, *bus, a);
-        a.memory_mib = MemoryMib(card, dev, nullptr);
-        a.health = Health(card, dev, &a.health_reason);
-        a.logical_slice_count = 63;  // vNPU-style AI-core quota, compute may be overcommitted
-        a.cores_percentage_overcommit = true;
-        const std::string chip_name = Trimmed(chip.chip_name, sizeof chip.chip_name);
-        const std::string product =
-            Trimmed(chip.chip_type, sizeof chip.chip_type) + " " + chip_name;
-        groups.Add(
-            product,
-            [&] {
-              sdk::AcceleratorGroup g;
-              g.memory_mib = a.memory_mib;
-              g.cores = chip.aicore_cnt;
-              g.family = Family(chip_name);
-              g.driver_version = std::string(driver, strnlen(driver, sizeof driver));
-              return g;
-            },
-            a);
-        npus.push_back({a.id, card, dev});
       }
     }
+    pass.Report(sink);
     npus_ = std::move(npus);
-    groups.Report(sink);
+  }
+
+  void Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) override {
+    support::GrantCards(*this, npus_, kInjection, grant, sink,
+                        [this](const Npu& card) { return Injected(card); });
+  }
+
+  void ListDeviceNodes(const std::vector<std::string>& ids, sdk::DeviceNodeSink& sink) override {
+    support::ListCardDeviceNodes(*this, npus_, kInjection, ids, sink,
+                                 [this](const Npu& card) { return Injected(card); });
   }
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
@@ -189,7 +216,15 @@ class AscendPlugin final : public sdk::Plugin {
     std::string uuid;
     int card = 0;
     int device = 0;
+    uint32_t physical = 0;  // /dev/davinci<physical>, ASCEND_VISIBLE_DEVICES
+    uint32_t position = 0;  // the index it was reported at
   };
+  static support::InjectedCard Injected(const Npu& npu) {
+    return {npu.uuid,
+            npu.position,
+            std::to_string(npu.physical),
+            {"davinci" + std::to_string(npu.physical)}};
+  }
 
   bool EnsureLoaded() {
     if (initialized_) return true;
@@ -213,14 +248,14 @@ class AscendPlugin final : public sdk::Plugin {
         api_.get_device_pcie_info_v2(card, dev, &all) == dc::kOk) {
       std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", static_cast<unsigned>(all.domain),
                     all.bdf_busid, all.bdf_deviceid, all.bdf_funcid);
-      return support::NormalizeBusId(text);
+      return sdk::NormalizeBusId(text);
     }
     dc::PcieInfo v1{};
     if (api_.get_device_pcie_info != nullptr &&
         api_.get_device_pcie_info(card, dev, &v1) == dc::kOk) {
       std::snprintf(text, sizeof text, "0000:%02x:%02x.%x", v1.bdf_busid, v1.bdf_deviceid,
                     v1.bdf_funcid);
-      return support::NormalizeBusId(text);
+      return sdk::NormalizeBusId(text);
     }
     return std::nullopt;
   }
@@ -255,10 +290,11 @@ class AscendPlugin final : public sdk::Plugin {
   }
 
   sdk::Host host_;
-  support::PluginLibrary library_;
+  sdk::LazyLibrary library_;
   dc::Api api_{};
   bool initialized_ = false;
   std::vector<Npu> npus_;
+  sdk::CardBook book_;
 };
 
 }  // namespace

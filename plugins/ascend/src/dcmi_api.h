@@ -4,7 +4,7 @@
 #ifndef GPUSTACK_PLUGINS_ASCEND_DCMI_API_H_
 #define GPUSTACK_PLUGINS_ASCEND_DCMI_API_H_
 
-#include <gpustack_support/vendor_library.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <string>
 
@@ -97,8 +97,8 @@ struct Api {
   int (*get_device_resource_info)(int, int, ProcMemInfo*, int*) = nullptr;
 };
 
-inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  support::SymbolBinder bind(lib);
+inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::string* missing) {
+  gpustack::sdk::SymbolBinder bind(lib);
   bind.Required(&api->init, "dcmi_init");
   bind.Required(&api->get_card_list, "dcmi_get_card_list");
   bind.Required(&api->get_device_num_in_card, "dcmi_get_device_num_in_card");

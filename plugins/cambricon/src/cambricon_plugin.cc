@@ -1,11 +1,11 @@
-// The Cambricon plugin (cambricon.com/mlu): discovery and metrics through CNDev (libcndev.so,
-// under $NEUWARE_HOME/lib64). The card node /dev/cambricon_dev<N> uses the CNDev slot. sMLU and
-// MIM instances are not driven yet. See README.md.
+// The Cambricon plugin (cambricon.com/mlu): discovery, grants and metrics through CNDev
+// (libcndev.so, under $NEUWARE_HOME/lib64). The card node /dev/cambricon_dev<N> uses the CNDev
+// slot. sMLU and MIM instances are not driven yet. See README.md.
 #include <gpustack/plugin.hpp>
 
 #include <gpustack_support/discovery.h>
-#include <gpustack_support/pci_topology.h>
-#include <gpustack_support/plugin_library.h>
+#include <gpustack_support/injection.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -31,6 +31,14 @@ std::vector<std::string> Candidates() {
   return out;
 }
 
+constexpr const char* kInstallHint = "install the Cambricon driver and Neuware (CNDev)";
+
+// The grant carries the card node and the control node; CAMBRICON_VISIBLE_DEVICES names the slots
+// for the vendor runtime, where one is used. sMLU slice objects are not made yet.
+const support::Injection kInjection{.shared_nodes = {"cambricon_ctl"},
+                                    .inject_nodes = true,
+                                    .visible_env = "CAMBRICON_VISIBLE_DEVICES"};
+
 class CambriconPlugin final : public sdk::Plugin {
  public:
   static const sdk::Identity& GetIdentity() {
@@ -43,6 +51,8 @@ class CambriconPlugin final : public sdk::Plugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "cambricon",  // not required: the grant injects the device nodes
+        .install_hint = kInstallHint,
     };
     return identity;
   }
@@ -50,10 +60,9 @@ class CambriconPlugin final : public sdk::Plugin {
   explicit CambriconPlugin(const sdk::Host& host)
       : host_(host),
         library_(host_, {.pci_vendor_ids = {0xcabc},
-                         .env = "GPUSTACK_CAMBRICON_LIBRARY",
                          .candidates = Candidates(),
                          .preload = {},
-                         .install_hint = "install the Cambricon driver and Neuware (CNDev)"}) {}
+                         .install_hint = kInstallHint}) {}
   ~CambriconPlugin() override {
     if (initialized_) api_.release();
   }
@@ -62,65 +71,82 @@ class CambriconPlugin final : public sdk::Plugin {
     if (!EnsureLoaded()) return;
     cn::CardInfo count{cn::kVersion, 0};
     Check(api_.get_device_count(&count), "counting devices");
-    support::GroupBuilder groups;
+    // A card that cannot be read is reported unhealthy as it was last read, never hiding the
+    // others; CNDev failing as a whole (above) fails the pass.
+    sdk::CardBook::Pass pass = book_.Begin();
     std::vector<Card> cards;
     for (unsigned slot = 0; slot < count.number; ++slot) {
       const std::string where = "slot " + std::to_string(slot);
       cn::Device device = static_cast<cn::Device>(slot);
-      if (api_.get_device_handle_by_index != nullptr) {
-        Check(api_.get_device_handle_by_index(static_cast<int>(slot), &device), where + ": handle");
+      try {
+        if (api_.get_device_handle_by_index != nullptr) {
+          Check(api_.get_device_handle_by_index(static_cast<int>(slot), &device),
+                where + ": handle");
+        }
+        cn::Uuid uuid{};
+        uuid.version = cn::kVersion;
+        Check(api_.get_uuid(&uuid, device), where + ": uuid");
+        cn::PcieInfoV2 pcie{};
+        Check(api_.get_pcie_info_v2(&pcie, device), where + ": PCIe info");
+        cn::MemoryInfoV2 memory{};
+        Check(api_.get_memory_usage_v2(&memory, device), where + ": memory");
+        const char* raw_uuid = reinterpret_cast<const char*>(uuid.uuid);
+        const std::string id(raw_uuid, strnlen(raw_uuid, sizeof uuid.uuid));
+        if (id.empty()) {
+          host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no UUID");
+          continue;
+        }
+        sdk::Accelerator a;
+        a.id = "MLU-" + id;  // CNDev's UUID carries no prefix; Cambricon's tools add this one
+        char bus[32];
+        std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pcie.domain, pcie.bus, pcie.device,
+                      pcie.function);
+        sdk::FillTopology(host_, bus, a);
+        a.physical_indexes = {slot};  // /dev/cambricon_dev<slot>
+        a.memory_mib = static_cast<uint64_t>(memory.physical_memory_total);
+        a.health = Health(device, &a.health_reason);
+        a.logical_slice_count = 16;  // sMLU: the driver enforces quota and memory
+        const char* name = api_.get_card_name_string_by_dev_id != nullptr
+                               ? api_.get_card_name_string_by_dev_id(device)
+                               : nullptr;
+        sdk::AcceleratorGroup g;
+        g.memory_mib = a.memory_mib;
+        cn::CoreCount cores{cn::kVersion, 0};
+        if (api_.get_core_count != nullptr && api_.get_core_count(&cores, device) == cn::kSuccess) {
+          g.cores = static_cast<uint64_t>(std::max(cores.count, 0));
+        }
+        cn::VersionInfo version{};
+        version.version = cn::kVersion;
+        if (api_.get_version_info != nullptr &&
+            api_.get_version_info(&version, device) == cn::kSuccess) {
+          g.driver_version = std::to_string(version.driver_major) + "." +
+                             std::to_string(version.driver_minor) + "." +
+                             std::to_string(version.driver_build);
+        }
+        cards.push_back({a.id, device, slot, static_cast<uint32_t>(cards.size())});
+        pass.Found(slot, name != nullptr ? name : "MLU", std::move(g), std::move(a));
+      } catch (const sdk::Error& e) {
+        if (pass.Unreadable(slot, e.what())) {
+          cards.push_back(
+              {book_.at(slot).card.id, device, slot, static_cast<uint32_t>(cards.size())});
+        } else {
+          host_.Log(GPUSTACK_LOG_ERROR,
+                    where + " left out: " + e.what() + " (never read, so it cannot be named)");
+        }
       }
-      cn::Uuid uuid{};
-      uuid.version = cn::kVersion;
-      Check(api_.get_uuid(&uuid, device), where + ": uuid");
-      cn::PcieInfoV2 pcie{};
-      Check(api_.get_pcie_info_v2(&pcie, device), where + ": PCIe info");
-      cn::MemoryInfoV2 memory{};
-      Check(api_.get_memory_usage_v2(&memory, device), where + ": memory");
-      const char* raw_uuid = reinterpret_cast<const char*>(uuid.uuid);
-      const std::string id(raw_uuid, strnlen(raw_uuid, sizeof uuid.uuid));
-      if (id.empty()) {
-        host_.Log(GPUSTACK_LOG_WARN, "skipping " + where + ": no UUID");
-        continue;
-      }
-      sdk::Accelerator a;
-      a.id = "MLU-" + id;  // CNDev's UUID carries no prefix; Cambricon's tools add this one
-      char bus[32];
-      std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pcie.domain, pcie.bus, pcie.device,
-                    pcie.function);
-      support::FillTopology(host_, bus, a);
-      a.physical_indexes = {slot};  // /dev/cambricon_dev<slot>
-      a.memory_mib = static_cast<uint64_t>(memory.physical_memory_total);
-      a.health = Health(device);
-      a.logical_slice_count = 16;  // sMLU: the driver enforces quota and memory
-      const char* name = api_.get_card_name_string_by_dev_id != nullptr
-                             ? api_.get_card_name_string_by_dev_id(device)
-                             : nullptr;
-      groups.Add(
-          name != nullptr ? name : "MLU",
-          [&] {
-            sdk::AcceleratorGroup g;
-            g.memory_mib = a.memory_mib;
-            cn::CoreCount cores{cn::kVersion, 0};
-            if (api_.get_core_count != nullptr &&
-                api_.get_core_count(&cores, device) == cn::kSuccess) {
-              g.cores = static_cast<uint64_t>(std::max(cores.count, 0));
-            }
-            cn::VersionInfo version{};
-            version.version = cn::kVersion;
-            if (api_.get_version_info != nullptr &&
-                api_.get_version_info(&version, device) == cn::kSuccess) {
-              g.driver_version = std::to_string(version.driver_major) + "." +
-                                 std::to_string(version.driver_minor) + "." +
-                                 std::to_string(version.driver_build);
-            }
-            return g;
-          },
-          a);
-      cards.push_back({a.id, device});
     }
+    pass.Report(sink);
     cards_ = std::move(cards);
-    groups.Report(sink);
+  }
+
+  void Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) override {
+    support::GrantCards(*this, cards_, kInjection, grant, sink,
+                        [this](const Card& card) { return Injected(card); });
+  }
+
+  void ListDeviceNodes(const std::vector<std::string>& ids, sdk::DeviceNodeSink& sink) override {
+    support::ListCardDeviceNodes(*this, cards_, kInjection, ids, sink,
+                                 [this](const Card& card) { return Injected(card); });
   }
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
@@ -130,7 +156,8 @@ class CambriconPlugin final : public sdk::Plugin {
       sdk::DeviceSample s;
       s.accelerator_id = card.uuid;
       s.timestamp_ns = host_.NowNs();
-      s.health = Health(card.device);
+      std::string reason;
+      s.health = Health(card.device, &reason);
       cn::MemoryInfoV2 memory{};
       if (api_.get_memory_usage_v2(&memory, card.device) == cn::kSuccess &&
           memory.physical_memory_total > 0) {
@@ -184,7 +211,15 @@ class CambriconPlugin final : public sdk::Plugin {
   struct Card {
     std::string uuid;
     cn::Device device = 0;
+    uint32_t slot = 0;      // /dev/cambricon_dev<slot>
+    uint32_t position = 0;  // the index it was reported at
   };
+  static support::InjectedCard Injected(const Card& card) {
+    return {card.uuid,
+            card.position,
+            std::to_string(card.slot),
+            {"cambricon_dev" + std::to_string(card.slot)}};
+  }
 
   bool EnsureLoaded() {
     if (initialized_) return true;
@@ -196,27 +231,30 @@ class CambriconPlugin final : public sdk::Plugin {
     return true;
   }
   std::string Text(cn::Return r) const {
-    return support::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
-                              static_cast<int>(r));
+    return sdk::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
+                          static_cast<int>(r));
   }
   void Check(cn::Return r, const std::string& what) const {
     if (r != cn::kSuccess)
       throw sdk::Error(GPUSTACK_STATUS_INTERNAL, "CNDev: " + what + ": " + Text(r));
   }
-  gpustack_health Health(cn::Device device) const {
+  gpustack_health Health(cn::Device device, std::string* reason) const {
     cn::HealthState state{cn::kVersion, 0, 0, 0};
     if (api_.get_card_health_state == nullptr ||
         api_.get_card_health_state(&state, device) != cn::kSuccess) {
       return GPUSTACK_HEALTH_UNKNOWN;
     }
-    return state.health == 1 ? GPUSTACK_HEALTH_HEALTHY : GPUSTACK_HEALTH_UNHEALTHY;
+    if (state.health == 1) return GPUSTACK_HEALTH_HEALTHY;
+    *reason = "CNDev reports the card unhealthy";
+    return GPUSTACK_HEALTH_UNHEALTHY;
   }
 
   sdk::Host host_;
-  support::PluginLibrary library_;
+  sdk::LazyLibrary library_;
   cn::Api api_{};
   bool initialized_ = false;
   std::vector<Card> cards_;
+  sdk::CardBook book_;
 };
 
 }  // namespace

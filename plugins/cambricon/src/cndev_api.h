@@ -4,7 +4,7 @@
 #ifndef GPUSTACK_PLUGINS_CAMBRICON_CNDEV_API_H_
 #define GPUSTACK_PLUGINS_CAMBRICON_CNDEV_API_H_
 
-#include <gpustack_support/vendor_library.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <cstdint>
 #include <string>
@@ -128,8 +128,8 @@ struct Api {
   Return (*get_process_info)(unsigned*, ProcessInfo*, Device) = nullptr;
 };
 
-inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  support::SymbolBinder bind(lib);
+inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::string* missing) {
+  gpustack::sdk::SymbolBinder bind(lib);
   bind.Required(&api->init, "cndevInit");
   bind.Required(&api->release, "cndevRelease");
   bind.Required(&api->get_device_count, "cndevGetDeviceCount");

@@ -7,6 +7,8 @@
 
 namespace {
 
+constexpr const char* kInstallHint = "install the Hygon DCU driver and DTK (hyhal)";
+
 class HygonPlugin final : public gpustack::support::RocmFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
@@ -19,6 +21,8 @@ class HygonPlugin final : public gpustack::support::RocmFamilyPlugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "hygon",  // not required: the grant injects the device nodes
+        .install_hint = kInstallHint,
     };
     return identity;
   }
@@ -29,15 +33,16 @@ class HygonPlugin final : public gpustack::support::RocmFamilyPlugin {
             {
                 .manufacturer = "hygon",
                 .library = {.pci_vendor_ids = {0x1d94},
-                            .env = "GPUSTACK_HYGON_LIBRARY",
                             .candidates = {"/opt/hyhal/lib/librocm_smi64.so",
                                            "/opt/dtk/lib/librocm_smi64.so", "librocm_smi64.so"},
                             .preload = {},
-                            .install_hint = "install the Hygon DTK / hyhal"},
+                            .install_hint = kInstallHint},
                 // vDCU: a CU mask plus memory; no compute overcommit.
                 .logical_slice_count = 4,
                 .cores_percentage_overcommit = false,
                 .family_name = [](const std::string&) { return std::string("DCU"); },
+                // No runtime needed: the grant carries /dev/kfd, /dev/mkfd and the DRM nodes.
+                .injection = {.shared_nodes = {"kfd", "mkfd"}, .inject_nodes = true},
             }) {}
 };
 

@@ -7,16 +7,18 @@
 
 namespace {
 
+constexpr const char* kInstallHint =
+    "install the Iluvatar CoreX driver (libixml.so under /usr/local/corex)";
+
 gpustack::support::NvmlFamilyTraits Traits() {
   return {
       .manufacturer = "iluvatar",
       .prefix = "nvml",
       .pci_vendor_ids = {0x1e3e},
-      .library_env = "GPUSTACK_ILUVATAR_LIBRARY",
       .library_candidates = {"/usr/local/corex/lib64/libixml.so", "/usr/local/corex/lib/libixml.so",
                              "libixml.so"},
       .preload_candidates = {},
-      .install_hint = "install the Iluvatar CoreX driver (libixml.so under /usr/local/corex)",
+      .install_hint = kInstallHint,
       // CoreX runs CUDA-compatible code, so the same HAMi-core shim budgets a slice.
       .logical_slice_count = 128,
       .cores_percentage_overcommit = true,
@@ -24,6 +26,14 @@ gpustack::support::NvmlFamilyTraits Traits() {
       .profile_probe_count = 0,
       .minor_offset = 0,  // /dev/iluvatar<minor>
       .family_name = {},
+      .card_node = "iluvatar",
+      // The ix-container-toolkit (RuntimeClass iluvatar) turns IX_VISIBLE_DEVICES into device
+      // nodes; HAMi-core budgets slices on CoreX with NVIDIA's variables.
+      .injection = {.shared_nodes = {"itrctl"},
+                    .visible_env = "IX_VISIBLE_DEVICES",
+                    .memory_env = "CUDA_DEVICE_MEMORY_LIMIT_",
+                    .memory_suffix = "m",
+                    .cores_env = "CUDA_DEVICE_SM_LIMIT"},
   };
 }
 
@@ -39,6 +49,9 @@ class IluvatarPlugin final : public gpustack::support::NvmlFamilyPlugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "iluvatar",
+        .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DEVICES,
+        .install_hint = kInstallHint,
     };
     return identity;
   }

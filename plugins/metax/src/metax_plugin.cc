@@ -1,11 +1,12 @@
-// The MetaX plugin (metax-tech.com/gpu): discovery and metrics through mxSml (libmxsml.so).
+// The MetaX plugin (metax-tech.com/gpu): discovery, grants and metrics through mxSml
+// (libmxsml.so).
 // Cards are exposed through their DRM nodes (read from sysfs, either may be missing); sGPU
 // slices are not applied yet. See README.md.
 #include <gpustack/plugin.hpp>
 
 #include <gpustack_support/discovery.h>
-#include <gpustack_support/pci_topology.h>
-#include <gpustack_support/plugin_library.h>
+#include <gpustack_support/injection.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,11 @@ namespace mx = gpustack::metax::mxsml;
 
 std::string Trimmed(const char* text, size_t capacity) { return {text, strnlen(text, capacity)}; }
 
+constexpr const char* kInstallHint = "install the MetaX driver (mxSml under /opt/mxdriver)";
+
+// No runtime needed: the grant carries the control node and the card's DRM nodes.
+const support::Injection kInjection{.shared_nodes = {"mxcd"}, .inject_nodes = true};
+
 class MetaxPlugin final : public sdk::Plugin {
  public:
   static const sdk::Identity& GetIdentity() {
@@ -33,6 +39,8 @@ class MetaxPlugin final : public sdk::Plugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "",
+        .runtime_class = "metax",  // not required: the grant injects the device nodes
+        .install_hint = kInstallHint,
     };
     return identity;
   }
@@ -41,11 +49,10 @@ class MetaxPlugin final : public sdk::Plugin {
       : host_(host),
         library_(host_,
                  {.pci_vendor_ids = {0x9999},
-                  .env = "GPUSTACK_METAX_LIBRARY",
                   .candidates = {"/opt/mxdriver/lib/libmxsml.so", "/opt/maca/lib/libmxsml.so",
                                  "/opt/mxn100/lib/libmxsml.so", "libmxsml.so"},
                   .preload = {},
-                  .install_hint = "install the MetaX driver (mxSml under /opt/mxdriver)"}) {}
+                  .install_hint = kInstallHint}) {}
   ~MetaxPlugin() override {
     if (initialized_ && api_.shutdown != nullptr) api_.shutdown();
   }
@@ -59,58 +66,79 @@ class MetaxPlugin final : public sdk::Plugin {
         api_.get_maca_version(maca, &maca_size) != mx::kSuccess) {
       maca[0] = '\0';
     }
-    support::GroupBuilder groups;
+    // A card that cannot be read is reported unhealthy as it was last read, never hiding the
+    // others.
+    sdk::CardBook::Pass pass = book_.Begin();
     std::vector<Card> cards;
     for (unsigned id = 0; id < count; ++id) {
-      mx::DeviceInfo info{};
-      Check(api_.get_device_info(id, &info), "device " + std::to_string(id) + ": info");
-      // On an SR-IOV host the physical function is not a card a container can use; its VFs are.
-      if (info.mode == mx::kModePf) continue;
-      mx::MemoryInfo memory{};
-      Check(api_.get_memory_info(id, &memory), "device " + std::to_string(id) + ": memory");
-      const auto bus = support::NormalizeBusId(Trimmed(info.bdf_id, sizeof info.bdf_id));
-      sdk::Accelerator a;
-      a.id = Trimmed(info.uuid, sizeof info.uuid);
-      if (!bus || a.id.empty()) {
-        host_.Log(GPUSTACK_LOG_WARN,
-                  "skipping mxSml device " + std::to_string(id) + ": no bus id or UUID");
-        continue;
+      const std::string where = "device " + std::to_string(id);
+      try {
+        mx::DeviceInfo info{};
+        Check(api_.get_device_info(id, &info), where + ": info");
+        // On an SR-IOV host the physical function is not a card a container can use; its VFs
+        // are.
+        if (info.mode == mx::kModePf) continue;
+        mx::MemoryInfo memory{};
+        Check(api_.get_memory_info(id, &memory), where + ": memory");
+        const auto bus = sdk::NormalizeBusId(Trimmed(info.bdf_id, sizeof info.bdf_id));
+        sdk::Accelerator a;
+        a.id = Trimmed(info.uuid, sizeof info.uuid);
+        if (!bus || a.id.empty()) {
+          host_.Log(GPUSTACK_LOG_WARN, "skipping mxSml " + where + ": no bus id or UUID");
+          continue;
+        }
+        const gpustack_pci_device* pci = sdk::FillTopology(host_, *bus, a);
+        const sdk::DrmNodes drm = pci != nullptr
+                                      ? sdk::ReadDrmNodes(std::string(sdk::View(pci->sysfs_path)))
+                                      : sdk::DrmNodes{};
+        // Positions matter ([card, render]): without the card node the card cannot be exposed.
+        if (!drm.card) {
+          host_.Log(GPUSTACK_LOG_WARN, "skipping " + a.id + ": no DRM card node in sysfs");
+          continue;
+        }
+        a.physical_indexes.push_back(*drm.card);
+        if (drm.render) a.physical_indexes.push_back(*drm.render);
+        a.memory_mib = static_cast<uint64_t>(memory.vram_total) / 1024;
+        a.health = GPUSTACK_HEALTH_UNKNOWN;  // not queried
+        a.logical_slice_count = 16;          // sGPU: up to 16 subdevices per card
+        a.cores_percentage_overcommit = false;
+        char driver[64] = {};
+        unsigned driver_size = sizeof driver;
+        if (api_.get_device_version == nullptr ||
+            api_.get_device_version(id, mx::kVersionDriver, driver, &driver_size) != mx::kSuccess) {
+          driver[0] = '\0';
+        }
+        sdk::AcceleratorGroup g;
+        g.memory_mib = a.memory_mib;
+        g.driver_version = Trimmed(driver, sizeof driver);
+        g.runtime_version = Trimmed(maca, sizeof maca);
+        cards.push_back(
+            {a.id, id, info.gpu_id, a.physical_indexes, static_cast<uint32_t>(cards.size())});
+        pass.Found(id, Trimmed(info.device_name, sizeof info.device_name), std::move(g),
+                   std::move(a));
+      } catch (const sdk::Error& e) {
+        if (pass.Unreadable(id, e.what())) {
+          const sdk::Accelerator& known = book_.at(id).card;
+          cards.push_back(
+              {known.id, id, 0, known.physical_indexes, static_cast<uint32_t>(cards.size())});
+        } else {
+          host_.Log(GPUSTACK_LOG_ERROR,
+                    where + " left out: " + e.what() + " (never read, so it cannot be named)");
+        }
       }
-      const gpustack_pci_device* pci = support::FillTopology(host_, *bus, a);
-      const support::DrmNodes drm =
-          pci != nullptr ? support::ReadDrmNodes(std::string(sdk::View(pci->sysfs_path)))
-                         : support::DrmNodes{};
-      // Positions matter ([card, render]): without the card node the card cannot be exposed.
-      if (!drm.card) {
-        host_.Log(GPUSTACK_LOG_WARN, "skipping " + a.id + ": no DRM card node in sysfs");
-        continue;
-      }
-      a.physical_indexes.push_back(*drm.card);
-      if (drm.render) a.physical_indexes.push_back(*drm.render);
-      a.memory_mib = static_cast<uint64_t>(memory.vram_total) / 1024;
-      a.health = GPUSTACK_HEALTH_UNKNOWN;  // not queried
-      a.logical_slice_count = 16;          // sGPU: up to 16 subdevices per card
-      a.cores_percentage_overcommit = false;
-      char driver[64] = {};
-      unsigned driver_size = sizeof driver;
-      if (api_.get_device_version == nullptr ||
-          api_.get_device_version(id, mx::kVersionDriver, driver, &driver_size) != mx::kSuccess) {
-        driver[0] = '\0';
-      }
-      groups.Add(
-          Trimmed(info.device_name, sizeof info.device_name),
-          [&] {
-            sdk::AcceleratorGroup g;
-            g.memory_mib = a.memory_mib;
-            g.driver_version = Trimmed(driver, sizeof driver);
-            g.runtime_version = Trimmed(maca, sizeof maca);
-            return g;
-          },
-          a);
-      cards.push_back({a.id, id, info.gpu_id});
     }
+    pass.Report(sink);
     cards_ = std::move(cards);
-    groups.Report(sink);
+  }
+
+  void Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) override {
+    support::GrantCards(*this, cards_, kInjection, grant, sink,
+                        [this](const Card& card) { return Injected(card); });
+  }
+
+  void ListDeviceNodes(const std::vector<std::string>& ids, sdk::DeviceNodeSink& sink) override {
+    support::ListCardDeviceNodes(*this, cards_, kInjection, ids, sink,
+                                 [this](const Card& card) { return Injected(card); });
   }
 
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override {
@@ -173,9 +201,17 @@ class MetaxPlugin final : public sdk::Plugin {
  private:
   struct Card {
     std::string uuid;
-    unsigned id = 0;      // mxSml's device id
-    unsigned gpu_id = 0;  // how process entries name the GPU
+    unsigned id = 0;            // mxSml's device id
+    unsigned gpu_id = 0;        // how process entries name the GPU
+    std::vector<uint32_t> drm;  // card, and render when present
+    uint32_t position = 0;      // the index it was reported at
   };
+  static support::InjectedCard Injected(const Card& card) {
+    support::InjectedCard out{card.uuid, card.position, card.uuid, {}};
+    out.nodes.push_back("dri/card" + std::to_string(card.drm.at(0)));
+    if (card.drm.size() > 1) out.nodes.push_back("dri/renderD" + std::to_string(card.drm[1]));
+    return out;
+  }
 
   bool EnsureLoaded() {
     if (initialized_) return true;
@@ -187,8 +223,8 @@ class MetaxPlugin final : public sdk::Plugin {
     return true;
   }
   std::string Text(mx::Return r) const {
-    return support::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
-                              static_cast<int>(r));
+    return sdk::ErrorText(api_.get_error_string != nullptr ? api_.get_error_string(r) : nullptr,
+                          static_cast<int>(r));
   }
   void Check(mx::Return r, const std::string& what) const {
     if (r != mx::kSuccess)
@@ -196,10 +232,11 @@ class MetaxPlugin final : public sdk::Plugin {
   }
 
   sdk::Host host_;
-  support::PluginLibrary library_;
+  sdk::LazyLibrary library_;
   mx::Api api_{};
   bool initialized_ = false;
   std::vector<Card> cards_;
+  sdk::CardBook book_;
 };
 
 }  // namespace

@@ -3,7 +3,7 @@
 #ifndef GPUSTACK_PLUGINS_METAX_MXSML_API_H_
 #define GPUSTACK_PLUGINS_METAX_MXSML_API_H_
 
-#include <gpustack_support/vendor_library.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <string>
 
@@ -74,8 +74,8 @@ struct Api {
   Return (*get_single_gpu_process)(unsigned, unsigned*, ProcessInfo*) = nullptr;
 };
 
-inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  support::SymbolBinder bind(lib);
+inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::string* missing) {
+  gpustack::sdk::SymbolBinder bind(lib);
   bind.Required(&api->init, "mxSmlInit");
   bind.Required(&api->get_device_count, "mxSmlGetDeviceCount");
   bind.Required(&api->get_device_info, "mxSmlGetDeviceInfo");

@@ -3,7 +3,7 @@
 #ifndef GPUSTACK_PLUGINS_MTHREADS_MTML_API_H_
 #define GPUSTACK_PLUGINS_MTHREADS_MTML_API_H_
 
-#include <gpustack_support/vendor_library.h>
+#include <gpustack/plugin_util.hpp>
 
 #include <string>
 
@@ -65,8 +65,8 @@ struct Api {
   Return (*device_get_mpc_mode)(const Device*, int*) = nullptr;
 };
 
-inline bool Resolve(const support::VendorLibrary& lib, Api* api, std::string* missing) {
-  support::SymbolBinder bind(lib);
+inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::string* missing) {
+  gpustack::sdk::SymbolBinder bind(lib);
   bind.Required(&api->library_init, "mtmlLibraryInit");
   bind.Required(&api->library_shut_down, "mtmlLibraryShutDown");
   bind.Required(&api->library_count_device, "mtmlLibraryCountDevice");

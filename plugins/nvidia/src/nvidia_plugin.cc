@@ -1,4 +1,4 @@
-// The NVIDIA plugin (nvidia.com/gpu): discovery, metrics and MIG partitions through NVML
+// The NVIDIA plugin (nvidia.com/gpu): discovery, grants, metrics and MIG partitions through NVML
 // (libnvidia-ml.so.1), loaded at run time. See README.md for what is verified where.
 #include <gpustack/plugin.hpp>
 
@@ -32,28 +32,40 @@ std::string ArchitectureName(unsigned architecture) {
   }
 }
 
+constexpr const char* kInstallHint =
+    "install the NVIDIA driver (nvidia-smi must work; it ships NVML) or run the device manager "
+    "under the nvidia RuntimeClass";
+
 gpustack::support::NvmlFamilyTraits Traits() {
   return {
       .manufacturer = "nvidia",
       .prefix = "nvml",
       .pci_vendor_ids = {0x10de},
-      .library_env = "GPUSTACK_NVIDIA_LIBRARY",
       .library_candidates = {"libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
                              "/usr/lib64/libnvidia-ml.so.1", "/usr/lib/wsl/lib/libnvidia-ml.so.1"},
       .preload_candidates = {},
-      .install_hint =
-          "install the NVIDIA driver (it ships NVML) or run the device manager under "
-          "the nvidia RuntimeClass",
+      .install_hint = kInstallHint,
       .logical_slice_count = 128,
       .cores_percentage_overcommit = true,
       .partitions = true,
       .profile_probe_count = 0x12,  // NVML_GPU_INSTANCE_PROFILE_COUNT
       .minor_offset = 0,
       .family_name = ArchitectureName,
+      .card_node = "nvidia",
+      // The NVIDIA container toolkit (RuntimeClass nvidia) turns NVIDIA_VISIBLE_DEVICES into
+      // device nodes and driver mounts; slices are budgeted by HAMi-core's environment
+      // (ARCHITECTURE §5.9), partitions named by their MIG device.
+      .injection = {.shared_nodes = {"nvidiactl", "nvidia-uvm"},
+                    .visible_env = "NVIDIA_VISIBLE_DEVICES",
+                    .memory_env = "CUDA_DEVICE_MEMORY_LIMIT_",
+                    .memory_suffix = "m",
+                    .cores_env = "CUDA_DEVICE_SM_LIMIT",
+                    .slice_env = {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"LIBCUDA_LOG_LEVEL", "0"}},
+                    .partition_in_visible_env = true},
   };
 }
 
-class NvidiaPlugin final : public gpustack::support::NvmlFamilyPlugin {
+class NvidiaPlugin final : public gpustack::support::NvmlMigFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -65,11 +77,14 @@ class NvidiaPlugin final : public gpustack::support::NvmlFamilyPlugin {
         .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
                         GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "mig",
+        .runtime_class = "nvidia",
+        .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DRIVER,
+        .install_hint = kInstallHint,
     };
     return identity;
   }
 
-  explicit NvidiaPlugin(const gpustack::sdk::Host& host) : NvmlFamilyPlugin(host, Traits()) {}
+  explicit NvidiaPlugin(const gpustack::sdk::Host& host) : NvmlMigFamilyPlugin(host, Traits()) {}
 };
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace {
 // Looks up <prefix><name> for each name, first match wins.
 class Resolver {
  public:
-  Resolver(const VendorLibrary& library, std::string_view prefix)
+  Resolver(const sdk::VendorLibrary& library, std::string_view prefix)
       : library_(library), prefix_(prefix) {}
 
   template <class Fn>
@@ -32,7 +32,7 @@ class Resolver {
   }
 
  private:
-  const VendorLibrary& library_;
+  const sdk::VendorLibrary& library_;
   std::string_view prefix_;
   std::string last_missing_;
 };
@@ -52,7 +52,7 @@ bool Api::has_mig() const {
          device_get_mig_device_handle_by_index != nullptr && device_get_gpu_instance_id != nullptr;
 }
 
-bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api,
+bool Resolve(const sdk::VendorLibrary& library, std::string_view prefix, Api* api,
              std::string* missing) {
   Resolver r(library, prefix);
   bool ok = true;

@@ -8,7 +8,6 @@
 
 #include "gpustack_support/discovery.h"
 #include "gpustack_support/partition_tables.h"
-#include "gpustack_support/pci_topology.h"
 
 namespace gpustack::support {
 namespace {
@@ -61,13 +60,43 @@ std::string CudaVersion(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
+// A GPU instance without a compute instance has no MIG device (and no UUID) yet; such a
+// partition is never ours (ours always get one), so a stand-in id only names it.
+std::string MigDeviceUuid(const nvml::Api& api, const std::string& card_uuid, nvml::Device card,
+                          unsigned instance_id) {
+  return FindMigDeviceUuid(api, card, instance_id)
+      .value_or(card_uuid + "/gi" + std::to_string(instance_id));
+}
+
 }  // namespace
+
+std::optional<std::string> FindMigDeviceUuid(const nvml::Api& api, nvml::Device card,
+                                             unsigned instance_id) {
+  unsigned max = 0;
+  if (api.device_get_max_mig_device_count(card, &max) != nvml::kSuccess) return std::nullopt;
+  for (unsigned i = 0; i < max; ++i) {
+    nvml::Device mig = nullptr;
+    unsigned gi = 0;
+    if (api.device_get_mig_device_handle_by_index(card, i, &mig) != nvml::kSuccess ||
+        api.device_get_gpu_instance_id(mig, &gi) != nvml::kSuccess || gi != instance_id) {
+      continue;
+    }
+    char uuid[96] = {};
+    if (api.device_get_uuid(mig, uuid, sizeof uuid) == nvml::kSuccess) {
+      return Trimmed(uuid, sizeof uuid);
+    }
+  }
+  return std::nullopt;
+}
 
 NvmlFamilyPlugin::NvmlFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits traits)
     : host_(host),
       traits_(std::move(traits)),
-      library_(host_, {traits_.pci_vendor_ids, traits_.library_env, traits_.library_candidates,
-                       traits_.preload_candidates, traits_.install_hint}) {
+      library_(host_, {traits_.pci_vendor_ids, traits_.library_candidates,
+                       traits_.preload_candidates, traits_.install_hint}) {}
+
+NvmlMigFamilyPlugin::NvmlMigFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits traits)
+    : NvmlFamilyPlugin(host, std::move(traits)) {
   const std::string state_dir(
       host_.Config("state_dir").value_or("/var/lib/gpustack/" + traits_.manufacturer));
   owners_ = std::make_unique<OwnershipStore>(std::filesystem::path(state_dir) / "partition-owners");
@@ -78,7 +107,7 @@ NvmlFamilyPlugin::~NvmlFamilyPlugin() {
 }
 
 std::string NvmlFamilyPlugin::ErrorText(nvml::Return r) const {
-  return support::ErrorText(api_.error_string != nullptr ? api_.error_string(r) : nullptr, r);
+  return sdk::ErrorText(api_.error_string != nullptr ? api_.error_string(r) : nullptr, r);
 }
 
 void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml::Return r) const {
@@ -90,7 +119,7 @@ void NvmlFamilyPlugin::Fail(gpustack_status code, const std::string& what, nvml:
 bool NvmlFamilyPlugin::EnsureLoaded() {
   if (initialized_) return true;
   const bool bound = library_.Bind(
-      &api_, [this](const VendorLibrary& library, nvml::Api* api, std::string* missing) {
+      &api_, [this](const sdk::VendorLibrary& library, nvml::Api* api, std::string* missing) {
         return nvml::Resolve(library, traits_.prefix, api, missing);
       });
   if (!bound) return false;
@@ -182,6 +211,105 @@ std::vector<NvmlFamilyPlugin::DriverProfile> NvmlFamilyPlugin::QueryProfiles(
   return out;
 }
 
+NvmlFamilyPlugin::Read NvmlFamilyPlugin::ReadCard(unsigned i, const std::string& driver, int cuda) {
+  Read out;
+  auto ok = [&](const char* what, nvml::Return r) {
+    if (r != nvml::kSuccess && out.failure.empty())
+      out.failure = std::string(what) + ": " + ErrorText(r);
+    return out.failure.empty();
+  };
+  nvml::Device device = nullptr;
+  char name[96] = {};
+  char uuid[96] = {};
+  nvml::PciInfo pci{};
+  nvml::Memory memory{};
+  unsigned minor = 0;
+  if (!ok("handle", api_.device_get_handle_by_index(i, &device)) ||
+      !ok("uuid", api_.device_get_uuid(device, uuid, sizeof uuid)) ||
+      !ok("name", api_.device_get_name(device, name, sizeof name)) ||
+      !ok("PCI info", api_.device_get_pci_info(device, &pci)) ||
+      !ok("memory", api_.device_get_memory_info(device, &memory))) {
+    return out;
+  }
+  // The device node is the driver's minor, never the enumeration index. A card whose driver
+  // has no minor to give is left out (fail closed) rather than guessed.
+  const nvml::Return minor_status = api_.device_get_minor_number(device, &minor);
+  const int node = static_cast<int>(minor) + traits_.minor_offset;
+  if (minor_status == nvml::kErrorNotSupported || (minor_status == nvml::kSuccess && node < 0)) {
+    host_.Log(GPUSTACK_LOG_WARN, "skipping " + Trimmed(uuid, sizeof uuid) +
+                                     ": no usable device minor (" + ErrorText(minor_status) + ")");
+    out.skip = true;
+    return out;
+  }
+  if (!ok("minor number", minor_status)) return out;
+  out.product = Trimmed(name, sizeof name);
+
+  sdk::Accelerator& a = out.accelerator;
+  a.id = Trimmed(uuid, sizeof uuid);
+  a.physical_indexes = {static_cast<uint32_t>(node)};
+  // The card's size is the physical one (v2 counts the driver's reservation, v1 does not):
+  // 16384 MiB for a T4 whose usable memory is 15360.
+  nvml::MemoryV2 physical{};
+  physical.version = nvml::kMemoryV2Version;
+  const bool has_v2 = api_.device_get_memory_info_v2 != nullptr &&
+                      api_.device_get_memory_info_v2(device, &physical) == nvml::kSuccess;
+  a.memory_mib = (has_v2 ? physical.total : memory.total) / (1024 * 1024);
+  a.health = GPUSTACK_HEALTH_HEALTHY;
+  // The unversioned PCI query (HGML's only one) fills NVML's older layout, whose bus id sits
+  // where the newer layout keeps busIdLegacy: try both.
+  auto bus = sdk::NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id));
+  if (!bus) bus = sdk::NormalizeBusId(Trimmed(pci.bus_id_legacy, sizeof pci.bus_id_legacy));
+  if (bus) {
+    sdk::FillTopology(host_, *bus, a);
+  } else {
+    host_.Log(GPUSTACK_LOG_WARN, a.id + ": the driver gave no PCI bus id; topology unknown");
+  }
+
+  out.card = Card{a.id, 0, device, static_cast<uint32_t>(node), false, {}};
+  if (traits_.partitions && api_.has_mig()) {
+    unsigned current = 0;
+    unsigned pending = 0;
+    const nvml::Return r = api_.device_get_mig_mode(device, &current, &pending);
+    if (r == nvml::kSuccess) {
+      out.card.partitioned = current == nvml::kMigEnable;
+      a.partition_mode = out.card.partitioned ? GPUSTACK_PARTITION_MODE_ENABLED
+                         : pending != current ? GPUSTACK_PARTITION_MODE_PENDING
+                                              : GPUSTACK_PARTITION_MODE_DISABLED;
+      if (out.card.partitioned) {
+        out.card.profiles = QueryProfiles(device, out.product);
+        for (const DriverProfile& d : out.card.profiles) a.partition_profiles.push_back(d.profile);
+      }
+    } else if (!ok("MIG mode", r == nvml::kErrorNotSupported ? nvml::kSuccess : r)) {
+      return out;
+    }
+  }
+  // A partitioned card offers partitions only (logicalSliced.count 0).
+  a.logical_slice_count = out.card.partitioned ? 0 : traits_.logical_slice_count;
+  a.cores_percentage_overcommit = !out.card.partitioned && traits_.cores_percentage_overcommit;
+
+  sdk::AcceleratorGroup& g = out.group;
+  g.memory_mib = a.memory_mib;
+  g.driver_version = driver;
+  g.runtime_version = CudaVersion(cuda);
+  int major = 0;
+  int minor_cc = 0;
+  if (api_.device_get_cuda_compute_capability != nullptr &&
+      api_.device_get_cuda_compute_capability(device, &major, &minor_cc) == nvml::kSuccess) {
+    g.compute_capability = std::to_string(major) + "." + std::to_string(minor_cc);
+  }
+  unsigned cores = 0;
+  if (api_.device_get_num_gpu_cores != nullptr &&
+      api_.device_get_num_gpu_cores(device, &cores) == nvml::kSuccess) {
+    g.cores = cores;
+  }
+  unsigned arch = 0;
+  if (traits_.family_name && api_.device_get_architecture != nullptr &&
+      api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
+    g.family = traits_.family_name(arch);
+  }
+  return out;
+}
+
 void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
   if (!EnsureLoaded()) return;
   unsigned count = 0;
@@ -199,116 +327,37 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     cuda = 0;
   }
 
-  GroupBuilder groups;
+  // One card that cannot be read is reported unhealthy (as it was last read), never hiding the
+  // others; a failure of the library itself (above) fails the pass and the host keeps its last
+  // good result.
+  sdk::CardBook::Pass pass = book_.Begin();
   std::vector<Card> cards;
   for (unsigned i = 0; i < count; ++i) {
-    nvml::Device device = nullptr;
-    if (const nvml::Return r = api_.device_get_handle_by_index(i, &device); r != nvml::kSuccess) {
-      Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": handle", r);
-    }
-    char name[96] = {};
-    char uuid[96] = {};
-    nvml::PciInfo pci{};
-    unsigned minor = 0;
-    nvml::Memory memory{};
-    auto query = [&](const char* what, nvml::Return r) {
-      if (r != nvml::kSuccess)
-        Fail(GPUSTACK_STATUS_INTERNAL, "device " + std::to_string(i) + ": " + what, r);
-    };
-    query("name", api_.device_get_name(device, name, sizeof name));
-    query("uuid", api_.device_get_uuid(device, uuid, sizeof uuid));
-    query("PCI info", api_.device_get_pci_info(device, &pci));
-    query("memory", api_.device_get_memory_info(device, &memory));
-    // The device node is the driver's minor, never the enumeration index. A card whose driver
-    // has no minor to give is skipped (fail closed) rather than guessed; any other failure fails
-    // the pass, so a transient error never shortens the list.
-    const nvml::Return minor_status = api_.device_get_minor_number(device, &minor);
-    const int node = static_cast<int>(minor) + traits_.minor_offset;
-    if (minor_status == nvml::kErrorNotSupported || (minor_status == nvml::kSuccess && node < 0)) {
-      host_.Log(GPUSTACK_LOG_WARN, "skipping " + Trimmed(uuid, sizeof uuid) +
-                                       ": no usable device minor (" + ErrorText(minor_status) +
-                                       ")");
+    Read read = ReadCard(i, Trimmed(driver, sizeof driver), cuda);
+    if (read.skip) continue;
+    if (!read.failure.empty()) {
+      const std::string reason = traits_.prefix + ": " + read.failure;
+      if (pass.Unreadable(i, reason)) {
+        const sdk::CardBook::Card& known = book_.at(i);
+        cards.push_back(
+            Card{known.card.id,
+                 static_cast<uint32_t>(cards.size()),
+                 nullptr,
+                 known.card.physical_indexes.empty() ? 0u : known.card.physical_indexes[0],
+                 false,
+                 {}});
+      } else {
+        host_.Log(GPUSTACK_LOG_ERROR, "device " + std::to_string(i) + " left out: " + reason +
+                                          " (never read, so it cannot be named)");
+      }
       continue;
     }
-    query("minor number", minor_status);
-    const std::string product = Trimmed(name, sizeof name);
-
-    sdk::Accelerator a;
-    a.id = Trimmed(uuid, sizeof uuid);
-    a.physical_indexes = {static_cast<uint32_t>(node)};
-    // The card's size is the physical one (v2 counts the driver's reservation, v1 does not):
-    // 16384 MiB for a T4 whose usable memory is 15360.
-    nvml::MemoryV2 physical{};
-    physical.version = nvml::kMemoryV2Version;
-    const bool has_v2 = api_.device_get_memory_info_v2 != nullptr &&
-                        api_.device_get_memory_info_v2(device, &physical) == nvml::kSuccess;
-    a.memory_mib = (has_v2 ? physical.total : memory.total) / (1024 * 1024);
-    a.health = GPUSTACK_HEALTH_HEALTHY;
-    // The unversioned PCI query (HGML's only one) fills NVML's older layout, whose bus id sits
-    // where the newer layout keeps busIdLegacy: try both.
-    auto bus = NormalizeBusId(Trimmed(pci.bus_id, sizeof pci.bus_id));
-    if (!bus) bus = NormalizeBusId(Trimmed(pci.bus_id_legacy, sizeof pci.bus_id_legacy));
-    if (bus) {
-      FillTopology(host_, *bus, a);
-    } else {
-      host_.Log(GPUSTACK_LOG_WARN, a.id + ": the driver gave no PCI bus id; topology unknown");
-    }
-
-    Card card{a.id, device, false, {}};
-    if (traits_.partitions && api_.has_mig()) {
-      unsigned current = 0;
-      unsigned pending = 0;
-      const nvml::Return r = api_.device_get_mig_mode(device, &current, &pending);
-      if (r == nvml::kSuccess) {
-        card.partitioned = current == nvml::kMigEnable;
-        a.partition_mode = card.partitioned     ? GPUSTACK_PARTITION_MODE_ENABLED
-                           : pending != current ? GPUSTACK_PARTITION_MODE_PENDING
-                                                : GPUSTACK_PARTITION_MODE_DISABLED;
-        if (card.partitioned) {
-          card.profiles = QueryProfiles(device, product);
-          for (const DriverProfile& d : card.profiles) a.partition_profiles.push_back(d.profile);
-        }
-      } else if (r != nvml::kErrorNotSupported) {
-        Fail(GPUSTACK_STATUS_INTERNAL, a.id + ": MIG mode", r);
-      }
-    }
-    // A partitioned card offers partitions only (logicalSliced.count 0).
-    a.logical_slice_count = card.partitioned ? 0 : traits_.logical_slice_count;
-    a.cores_percentage_overcommit = !card.partitioned && traits_.cores_percentage_overcommit;
-
-    const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
-    groups.Add(
-        product,
-        [&] {
-          sdk::AcceleratorGroup g;
-          g.memory_mib = card_memory;
-          g.driver_version = Trimmed(driver, sizeof driver);
-          g.runtime_version = CudaVersion(cuda);
-          int major = 0;
-          int minor_cc = 0;
-          if (api_.device_get_cuda_compute_capability != nullptr &&
-              api_.device_get_cuda_compute_capability(device, &major, &minor_cc) ==
-                  nvml::kSuccess) {
-            g.compute_capability = std::to_string(major) + "." + std::to_string(minor_cc);
-          }
-          unsigned cores = 0;
-          if (api_.device_get_num_gpu_cores != nullptr &&
-              api_.device_get_num_gpu_cores(device, &cores) == nvml::kSuccess) {
-            g.cores = cores;
-          }
-          unsigned arch = 0;
-          if (traits_.family_name && api_.device_get_architecture != nullptr &&
-              api_.device_get_architecture(device, &arch) == nvml::kSuccess) {
-            g.family = traits_.family_name(arch);
-          }
-          return g;
-        },
-        std::move(a));
-    cards.push_back(std::move(card));
+    read.card.index = static_cast<uint32_t>(cards.size());
+    cards.push_back(std::move(read.card));
+    pass.Found(i, read.product, std::move(read.group), std::move(read.accelerator));
   }
-  // Report only once every card was read: a failure above leaves the host's last good result.
+  pass.Report(sink);
   cards_ = std::move(cards);
-  groups.Report(sink);
 }
 
 void NvmlFamilyPlugin::RefreshCards() {
@@ -325,12 +374,38 @@ NvmlFamilyPlugin::Card& NvmlFamilyPlugin::FindCard(std::string_view uuid) {
   throw Error(GPUSTACK_STATUS_NOT_FOUND, "no accelerator " + std::string(uuid) + " on this node");
 }
 
+InjectedCard NvmlFamilyPlugin::Injected(const Card& card) const {
+  return {card.uuid, card.index, card.uuid, {traits_.card_node + std::to_string(card.node)}};
+}
+
+void NvmlFamilyPlugin::Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) {
+  std::vector<InjectedCard> cards;
+  for (const std::string& id : grant.accelerator_ids) cards.push_back(Injected(FindCard(id)));
+  EmitGrant(traits_.injection, grant, std::move(cards), sink);
+}
+
+void NvmlFamilyPlugin::ListDeviceNodes(const std::vector<std::string>& ids,
+                                       sdk::DeviceNodeSink& sink) {
+  std::vector<InjectedCard> cards;
+  for (const std::string& id : ids) cards.push_back(Injected(FindCard(id)));
+  if (ids.empty()) {
+    RefreshCards();
+    for (const Card& card : cards_) cards.push_back(Injected(card));
+  }
+  EmitDeviceNodes(traits_.injection, cards, sink);
+}
+
 void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
   if (!EnsureLoaded() && request.accelerator_ids.empty()) return;
   for (const Card* card : CardsFor(*this, cards_, request.accelerator_ids)) {
     sdk::DeviceSample s;
     s.accelerator_id = card->uuid;
     s.timestamp_ns = host_.NowNs();
+    if (card->handle == nullptr) {  // it did not answer at the last discovery
+      s.health = GPUSTACK_HEALTH_UNHEALTHY;
+      sink.Add(s);
+      continue;
+    }
     nvml::Memory memory{};
     const nvml::Return mr = api_.device_get_memory_info(card->handle, &memory);
     if (mr == nvml::kSuccess) {
@@ -407,7 +482,7 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
       }
       if (p.gpu_instance_id != nvml::kNoInstance && card->partitioned) {
         auto [it, inserted] = partition_of.try_emplace(p.gpu_instance_id);
-        if (inserted) it->second = MigDeviceUuid(*card, p.gpu_instance_id);
+        if (inserted) it->second = MigDeviceUuid(api_, card->uuid, card->handle, p.gpu_instance_id);
         ps.partition_id = it->second;
       }
       sink.Add(ps);
@@ -415,34 +490,7 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
   }
 }
 
-std::optional<std::string> NvmlFamilyPlugin::FindMigDeviceUuid(const Card& card,
-                                                               unsigned instance_id) const {
-  unsigned max = 0;
-  if (api_.device_get_max_mig_device_count(card.handle, &max) != nvml::kSuccess)
-    return std::nullopt;
-  for (unsigned i = 0; i < max; ++i) {
-    nvml::Device mig = nullptr;
-    unsigned gi = 0;
-    if (api_.device_get_mig_device_handle_by_index(card.handle, i, &mig) != nvml::kSuccess ||
-        api_.device_get_gpu_instance_id(mig, &gi) != nvml::kSuccess || gi != instance_id) {
-      continue;
-    }
-    char uuid[96] = {};
-    if (api_.device_get_uuid(mig, uuid, sizeof uuid) == nvml::kSuccess) {
-      return Trimmed(uuid, sizeof uuid);
-    }
-  }
-  return std::nullopt;
-}
-
-std::string NvmlFamilyPlugin::MigDeviceUuid(const Card& card, unsigned instance_id) const {
-  // A GPU instance without a compute instance has no MIG device (and no UUID) yet; such a
-  // partition is never ours (ours always get one), so a stand-in id only names it.
-  return FindMigDeviceUuid(card, instance_id)
-      .value_or(card.uuid + "/gi" + std::to_string(instance_id));
-}
-
-std::vector<OwnershipRecord> NvmlFamilyPlugin::LoadOwners() const {
+std::vector<OwnershipRecord> NvmlMigFamilyPlugin::LoadOwners() const {
   try {
     return owners_->Load();
   } catch (const std::exception& e) {
@@ -450,7 +498,7 @@ std::vector<OwnershipRecord> NvmlFamilyPlugin::LoadOwners() const {
   }
 }
 
-void NvmlFamilyPlugin::UpdateOwners(
+void NvmlMigFamilyPlugin::UpdateOwners(
     const std::function<void(std::vector<OwnershipRecord>&)>& change) const {
   try {
     owners_->Update(change);
@@ -469,8 +517,12 @@ static bool Matches(const OwnershipRecord& o, const std::string& card, const sdk
          o.profile == p.profile && o.start == p.placement.start && o.length == p.placement.length;
 }
 
-std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::ListInstances(
+std::vector<NvmlMigFamilyPlugin::LivePartition> NvmlMigFamilyPlugin::ListInstances(
     const Card& card) const {
+  if (card.handle == nullptr) {
+    throw Error(GPUSTACK_STATUS_UNAVAILABLE,
+                card.uuid + " did not answer at the last discovery; its partitions are unknown");
+  }
   std::vector<LivePartition> out;
   for (const DriverProfile& d : card.profiles) {
     // The driver fills up to the profile's instance count; the buffer must hold that many.
@@ -491,7 +543,7 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::ListInstances(
       live.instance = instances[i];
       live.instance_id = info.id;
       live.partition.accelerator_id = card.uuid;
-      live.partition.id = MigDeviceUuid(card, info.id);
+      live.partition.id = MigDeviceUuid(api_, card.uuid, card.handle, info.id);
       live.partition.profile = d.profile.name;
       live.partition.placement = {info.placement.start, info.placement.size};
       out.push_back(std::move(live));
@@ -503,7 +555,7 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::ListInstances(
   return out;
 }
 
-std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& card) const {
+std::vector<NvmlMigFamilyPlugin::LivePartition> NvmlMigFamilyPlugin::Live(const Card& card) const {
   std::vector<LivePartition> out = ListInstances(card);
   auto owned = [&](const OwnershipRecord& o, const std::vector<LivePartition>& live) {
     return std::any_of(live.begin(), live.end(), [&](const LivePartition& l) {
@@ -538,9 +590,8 @@ std::vector<NvmlFamilyPlugin::LivePartition> NvmlFamilyPlugin::Live(const Card& 
   return out;
 }
 
-void NvmlFamilyPlugin::ListPartitions(std::string_view accelerator_id, sdk::PartitionSink& sink) {
-  if (!traits_.partitions)
-    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+void NvmlMigFamilyPlugin::ListPartitions(std::string_view accelerator_id,
+                                         sdk::PartitionSink& sink) {
   if (!EnsureLoaded() && accelerator_id.empty()) return;
   std::vector<const Card*> cards;
   if (accelerator_id.empty()) {
@@ -555,10 +606,8 @@ void NvmlFamilyPlugin::ListPartitions(std::string_view accelerator_id, sdk::Part
   }
 }
 
-void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& request,
-                                       sdk::PartitionSink& sink) {
-  if (!traits_.partitions)
-    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+void NvmlMigFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& request,
+                                          sdk::PartitionSink& sink) {
   EnsureLoaded();
   if (!ValidOwnerTag(request.owner)) {
     throw Error(GPUSTACK_STATUS_INVALID_ARGUMENT,
@@ -628,7 +677,7 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   };
   // The partition's id is its MIG device's UUID; a partition without one could not be told apart
   // from others later, so it is not kept.
-  const std::optional<std::string> id = FindMigDeviceUuid(card, info.id);
+  const std::optional<std::string> id = FindMigDeviceUuid(api_, card.handle, info.id);
   if (!id) {
     undo();
     throw Error(GPUSTACK_STATUS_INTERNAL, card.uuid + ": the new partition has no MIG device");
@@ -666,9 +715,7 @@ void NvmlFamilyPlugin::CreatePartition(const sdk::CreatePartitionRequest& reques
   }
 }
 
-void NvmlFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
-  if (!traits_.partitions)
-    throw Error(GPUSTACK_STATUS_UNIMPLEMENTED, "no partitions on this vendor");
+void NvmlMigFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
   EnsureLoaded();
   Card& card = FindCard(request.accelerator_id);
   for (const LivePartition& live : Live(card)) {

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "gpustack_support/discovery.h"
-#include "gpustack_support/pci_topology.h"
 
 namespace gpustack::support {
 namespace {
@@ -68,25 +67,23 @@ RocmFamilyPlugin::~RocmFamilyPlugin() {
   if (initialized_) api_.shut_down();
 }
 
-void RocmFamilyPlugin::Fail(const std::string& what, rsmi::Status status) const {
+std::string RocmFamilyPlugin::StatusText(rsmi::Status status) const {
   const char* text = nullptr;
   if (api_.status_string == nullptr || api_.status_string(status, &text) != rsmi::kSuccess) {
     text = nullptr;
   }
-  throw Error(GPUSTACK_STATUS_INTERNAL, "rocm_smi: " + what + ": " +
-                                            (text != nullptr ? text : "error") + " (" +
-                                            std::to_string(status) + ")");
+  return sdk::ErrorText(text, status);
+}
+
+void RocmFamilyPlugin::Fail(const std::string& what, rsmi::Status status) const {
+  throw Error(GPUSTACK_STATUS_INTERNAL, "rocm_smi: " + what + ": " + StatusText(status));
 }
 
 bool RocmFamilyPlugin::EnsureLoaded() {
   if (initialized_) return true;
   if (!library_.Bind(&api_, &rsmi::Resolve)) return false;
   if (const rsmi::Status s = api_.init(0); s != rsmi::kSuccess) {
-    try {
-      Fail("initialization failed", s);
-    } catch (const Error& e) {
-      throw Error(GPUSTACK_STATUS_UNAVAILABLE, e.what());
-    }
+    throw Error(GPUSTACK_STATUS_UNAVAILABLE, "rocm_smi: initialization failed: " + StatusText(s));
   }
   initialized_ = true;
   return true;
@@ -103,31 +100,47 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
       api_.version_str_get(rsmi::kSwComponentDriver, driver, sizeof driver) != rsmi::kSuccess) {
     driver[0] = '\0';
   }
-  GroupBuilder groups;
+  // A card that cannot be read is reported unhealthy as it was last read, never hiding the
+  // others; the library failing as a whole (above) fails the pass.
+  sdk::CardBook::Pass pass = book_.Begin();
   std::vector<Card> cards;
   for (uint32_t i = 0; i < count; ++i) {
-    auto query = [&](const char* what, rsmi::Status s) {
-      if (s != rsmi::kSuccess) Fail("device " + std::to_string(i) + ": " + what, s);
+    std::string failure;
+    auto ok = [&](const char* what, rsmi::Status s) {
+      if (s != rsmi::kSuccess && failure.empty())
+        failure = std::string(what) + ": " + StatusText(s);
+      return failure.empty();
     };
     char name[256] = {};
     uint64_t bdfid = 0;
     uint64_t vram = 0;
-    query("name", api_.dev_name_get(i, name, sizeof name));
-    query("PCI id", api_.dev_pci_id_get(i, &bdfid));
-    query("VRAM", api_.dev_memory_total_get(i, rsmi::kMemTypeVram, &vram));
-    const std::string bus = BusIdFromBdfId(bdfid);
-    // A card is named by its unique id and exposed by its DRM nodes: without either it cannot
-    // be handed out safely, so it is skipped rather than guessed.
     uint64_t unique = 0;
     const rsmi::Status unique_status = api_.dev_unique_id_get == nullptr
                                            ? rsmi::kNotSupported
                                            : api_.dev_unique_id_get(i, &unique);
-    if (unique_status == rsmi::kNotSupported || (unique_status == rsmi::kSuccess && unique == 0)) {
+    if (!ok("name", api_.dev_name_get(i, name, sizeof name)) ||
+        !ok("PCI id", api_.dev_pci_id_get(i, &bdfid)) ||
+        !ok("VRAM", api_.dev_memory_total_get(i, rsmi::kMemTypeVram, &vram)) ||
+        (unique_status != rsmi::kNotSupported && !ok("unique id", unique_status))) {
+      const std::string reason = "rocm_smi: " + failure;
+      if (pass.Unreadable(i, reason)) {
+        const sdk::Accelerator& known = book_.at(i).card;
+        cards.push_back({known.id, i, static_cast<uint32_t>(cards.size()), false,
+                         known.physical_indexes.at(0), known.physical_indexes.at(1)});
+      } else {
+        host_.Log(GPUSTACK_LOG_ERROR, "device " + std::to_string(i) + " left out: " + reason +
+                                          " (never read, so it cannot be named)");
+      }
+      continue;
+    }
+    const std::string bus = rsmi::BusIdFromBdfId(bdfid);
+    // A card is named by its unique id and exposed by its DRM nodes: without either it cannot
+    // be handed out safely, so it is left out rather than guessed.
+    if (unique_status == rsmi::kNotSupported || unique == 0) {
       host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus + ": it has no unique id");
       continue;
     }
-    query("unique id", unique_status);
-    const gpustack_pci_device* pci = FindPci(host_.PciDevices(), bus);
+    const gpustack_pci_device* pci = sdk::FindPci(host_.PciDevices(), bus);
     if (pci == nullptr) {
       host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus +
                                        ": not in the host's PCI inventory, so its DRM nodes are "
@@ -135,7 +148,7 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
       continue;
     }
     const std::string sysfs(sdk::View(pci->sysfs_path));
-    const DrmNodes drm = ReadDrmNodes(sysfs);
+    const sdk::DrmNodes drm = sdk::ReadDrmNodes(sysfs);
     if (!drm.card || !drm.render) {
       host_.Log(GPUSTACK_LOG_WARN, "skipping the GPU at " + bus + ": no DRM card/render node");
       continue;
@@ -147,32 +160,51 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     a.id = uuid;
     a.physical_indexes = {*drm.card, *drm.render};
     a.memory_mib = vram / (1024 * 1024);
-    FillTopology(host_, bus, a);
+    sdk::FillTopology(host_, bus, a);
     a.health = GPUSTACK_HEALTH_UNKNOWN;  // ROCm SMI has no health query
     a.logical_slice_count = traits_.logical_slice_count;
     a.cores_percentage_overcommit = traits_.cores_percentage_overcommit;
 
-    const std::string product = Trimmed(name, sizeof name);
-    const uint64_t card_memory = a.memory_mib;  // `a` is moved into the group below
-    groups.Add(
-        product,
-        [&] {
-          const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
-          sdk::AcceleratorGroup g;
-          g.memory_mib = card_memory;
-          g.cores = kfd.compute_units;
-          g.compute_capability = kfd.gfx_target;
-          g.family = traits_.family_name && !kfd.gfx_target.empty()
-                         ? traits_.family_name(kfd.gfx_target)
-                         : std::string();
-          g.driver_version = Trimmed(driver, sizeof driver);
-          return g;
-        },
-        std::move(a));
-    cards.push_back({uuid, i});
+    const KfdNode kfd = ReadKfdNode(SysfsRootOf(sysfs), bus);
+    sdk::AcceleratorGroup g;
+    g.memory_mib = a.memory_mib;
+    g.cores = kfd.compute_units;
+    g.compute_capability = kfd.gfx_target;
+    g.family = traits_.family_name && !kfd.gfx_target.empty() ? traits_.family_name(kfd.gfx_target)
+                                                              : std::string();
+    g.driver_version = Trimmed(driver, sizeof driver);
+    cards.push_back({uuid, i, static_cast<uint32_t>(cards.size()), true, *drm.card, *drm.render});
+    pass.Found(i, Trimmed(name, sizeof name), std::move(g), std::move(a));
   }
+  pass.Report(sink);
   cards_ = std::move(cards);
-  groups.Report(sink);
+}
+
+const RocmFamilyPlugin::Card& RocmFamilyPlugin::FindCard(std::string_view uuid) {
+  const std::vector<const Card*> found =
+      CardsFor(*this, cards_, std::vector<std::string>{std::string(uuid)});
+  return *found.front();
+}
+
+InjectedCard RocmFamilyPlugin::Injected(const Card& card) const {
+  return {card.uuid,
+          card.position,
+          card.uuid,
+          {"dri/card" + std::to_string(card.drm_card),
+           "dri/renderD" + std::to_string(card.drm_render)}};
+}
+
+void RocmFamilyPlugin::Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) {
+  std::vector<InjectedCard> cards;
+  for (const std::string& id : grant.accelerator_ids) cards.push_back(Injected(FindCard(id)));
+  EmitGrant(traits_.injection, grant, std::move(cards), sink);
+}
+
+void RocmFamilyPlugin::ListDeviceNodes(const std::vector<std::string>& ids,
+                                       sdk::DeviceNodeSink& sink) {
+  std::vector<InjectedCard> cards;
+  for (const Card* card : CardsFor(*this, cards_, ids)) cards.push_back(Injected(*card));
+  EmitDeviceNodes(traits_.injection, cards, sink);
 }
 
 void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) {
@@ -198,6 +230,7 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
     sdk::DeviceSample s;
     s.accelerator_id = card->uuid;
     s.timestamp_ns = host_.NowNs();
+    if (!card->answered) s.health = GPUSTACK_HEALTH_UNHEALTHY;
     uint64_t total = 0, used = 0;
     if (api_.dev_memory_total_get(card->index, rsmi::kMemTypeVram, &total) == rsmi::kSuccess) {
       s.memory_total_mib = static_cast<double>(total) / (1024.0 * 1024.0);

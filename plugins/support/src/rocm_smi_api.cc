@@ -1,9 +1,11 @@
 #include "gpustack_support/rocm_smi_api.h"
 
+#include <cstdio>
+
 namespace gpustack::support::rsmi {
 
-bool Resolve(const VendorLibrary& library, Api* api, std::string* missing) {
-  SymbolBinder bind(library);
+bool Resolve(const sdk::VendorLibrary& library, Api* api, std::string* missing) {
+  sdk::SymbolBinder bind(library);
   bind.Required(&api->init, "rsmi_init");
   bind.Required(&api->shut_down, "rsmi_shut_down");
   bind.Required(&api->status_string, "rsmi_status_string");
@@ -20,6 +22,15 @@ bool Resolve(const VendorLibrary& library, Api* api, std::string* missing) {
   bind.Optional(&api->compute_process_info_get, "rsmi_compute_process_info_get");
   bind.Optional(&api->compute_process_gpus_get, "rsmi_compute_process_gpus_get");
   return bind.Finish(missing);
+}
+
+std::string BusIdFromBdfId(uint64_t bdfid) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%04x:%02x:%02x.%x",
+                static_cast<unsigned>((bdfid >> 32) & 0xffff),
+                static_cast<unsigned>((bdfid >> 8) & 0xff),
+                static_cast<unsigned>((bdfid >> 3) & 0x1f), static_cast<unsigned>(bdfid & 0x7));
+  return buffer;
 }
 
 }  // namespace gpustack::support::rsmi

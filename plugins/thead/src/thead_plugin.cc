@@ -10,25 +10,29 @@
 
 namespace {
 
+constexpr const char* kInstallHint = "install the PPU driver (libhgml.so and libuki.so)";
+
 gpustack::support::NvmlFamilyTraits Traits() {
   return {
       .manufacturer = "thead",
       .prefix = "hgml",
       .pci_vendor_ids = {0x1ded},
-      .library_env = "GPUSTACK_THEAD_LIBRARY",
       .library_candidates = {"libhgml.so", "/usr/lib/libhgml.so", "/usr/lib64/libhgml.so"},
       .preload_candidates = {"libuki.so", "/usr/lib/libuki.so", "/usr/lib64/libuki.so"},
-      .install_hint = "install the PPU driver (libhgml.so and libuki.so)",
+      .install_hint = kInstallHint,
       .logical_slice_count = 0,  // no logical slicing is known for PPU
       .cores_percentage_overcommit = false,
       .partitions = true,
       .profile_probe_count = 85,
       .minor_offset = -1,
       .family_name = {},
+      .card_node = "alixpu_ppu",
+      // No vendor runtime: the grant carries the device nodes (reference §6.3, §6.4).
+      .injection = {.shared_nodes = {"alixpu", "alixpu_ctl"}, .inject_nodes = true},
   };
 }
 
-class TheadPlugin final : public gpustack::support::NvmlFamilyPlugin {
+class TheadPlugin final : public gpustack::support::NvmlMigFamilyPlugin {
  public:
   static const gpustack::sdk::Identity& GetIdentity() {
     static const gpustack::sdk::Identity identity{
@@ -40,11 +44,12 @@ class TheadPlugin final : public gpustack::support::NvmlFamilyPlugin {
         .capabilities =
             GPUSTACK_CAP_SHARED | GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS,
         .partition_kind = "mig",
+        .install_hint = kInstallHint,
     };
     return identity;
   }
 
-  explicit TheadPlugin(const gpustack::sdk::Host& host) : NvmlFamilyPlugin(host, Traits()) {}
+  explicit TheadPlugin(const gpustack::sdk::Host& host) : NvmlMigFamilyPlugin(host, Traits()) {}
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Pieces every plugin's discovery shares: a card's topology from the host's PCI inventory,
-// cards grouped by product in the order they were found, and a sink that discards (for a plugin
-// that must re-enumerate before it can sample or partition).
+// Pieces the in-tree plugins' discovery shares beyond the SDK's helpers (gpustack/plugin_util.hpp):
+// a sink that discards (for a plugin that must re-enumerate before it can sample or partition),
+// and the cards a request names.
 #ifndef GPUSTACK_SUPPORT_DISCOVERY_H_
 #define GPUSTACK_SUPPORT_DISCOVERY_H_
 
@@ -13,28 +13,6 @@
 
 namespace gpustack::support {
 
-// Sets pci_bus_id and, when the host's inventory has the function, its class, NUMA node, CPU
-// affinity and root port. Returns the inventory entry (nullptr when absent: logged, topology
-// left unknown).
-const gpustack_pci_device* FillTopology(const sdk::Host& host, const std::string& bus_id,
-                                        sdk::Accelerator& card);
-
-class GroupBuilder {
- public:
-  // Appends `card` to the group of `product`, made by `make` the first time the product is seen.
-  // The card's index is its position among all cards added so far.
-  void Add(const std::string& product, const std::function<sdk::AcceleratorGroup()>& make,
-           sdk::Accelerator card);
-  uint32_t next_index() const { return next_index_; }
-  // Reports every group, only now: a failure earlier reports nothing (the host keeps its last
-  // good result).
-  void Report(sdk::DiscoverySink& sink) const;
-
- private:
-  std::vector<sdk::AcceleratorGroup> groups_;
-  uint32_t next_index_ = 0;
-};
-
 // A discovery sink that accepts and drops everything.
 class DiscardingSink {
  public:
@@ -45,6 +23,12 @@ class DiscardingSink {
   gpustack_discovery_sink raw_;
   sdk::DiscoverySink sink_;
 };
+
+// The cards `ids` names, in discovery order (none when it names none), discovering first if the
+// plugin has not yet; NOT_FOUND names an id the node does not have. For grants.
+template <class Card>
+std::vector<const Card*> CardsNamed(sdk::Plugin& plugin, const std::vector<Card>& cards,
+                                    const std::vector<std::string>& ids);
 
 // The cards a metrics request names, in discovery order (every card when it names none),
 // discovering first if the plugin has not yet; NOT_FOUND names an id the node does not have.
@@ -68,6 +52,13 @@ std::vector<const Card*> CardsFor(sdk::Plugin& plugin, const std::vector<Card>& 
     }
   }
   return out;
+}
+
+template <class Card>
+std::vector<const Card*> CardsNamed(sdk::Plugin& plugin, const std::vector<Card>& cards,
+                                    const std::vector<std::string>& ids) {
+  if (ids.empty()) return {};
+  return CardsFor(plugin, cards, ids);
 }
 
 }  // namespace gpustack::support

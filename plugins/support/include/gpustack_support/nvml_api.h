@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "gpustack_support/vendor_library.h"
+#include <gpustack/plugin_util.hpp>
 
 namespace gpustack::support::nvml {
 
@@ -199,7 +199,8 @@ struct Api {
 
 // Resolves every function under `prefix` ("nvml", "hgml"), preferring the newest versioned name.
 // Returns false and names the first missing required function in `missing`.
-bool Resolve(const VendorLibrary& library, std::string_view prefix, Api* api, std::string* missing);
+bool Resolve(const sdk::VendorLibrary& library, std::string_view prefix, Api* api,
+             std::string* missing);
 
 }  // namespace gpustack::support::nvml
 

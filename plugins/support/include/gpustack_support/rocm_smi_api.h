@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gpustack_support/vendor_library.h"
+#include <gpustack/plugin_util.hpp>
 
 namespace gpustack::support::rsmi {
 
@@ -50,7 +50,10 @@ struct Api {
 };
 
 // Resolves every function; false names the first missing required one in `missing`.
-bool Resolve(const VendorLibrary& library, Api* api, std::string* missing);
+bool Resolve(const sdk::VendorLibrary& library, Api* api, std::string* missing);
+
+// rocm_smi's BDFID: domain << 32 | bus << 8 | device << 3 | function -> "0000:3b:00.0".
+std::string BusIdFromBdfId(uint64_t bdfid);
 
 }  // namespace gpustack::support::rsmi
 
