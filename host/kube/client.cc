@@ -85,7 +85,7 @@ Result<Json> Client::Request(std::string method, std::string target, const Json*
   std::string what = request.method + " " + request.target;
   auto response = Exchange(request, retry, timeout.count() > 0 ? timeout : options_.timeout);
   if (!response) {
-    return Error{response.error(), 0};
+    return response.failure();
   }
   if (response->status < 200 || response->status >= 300) {
     return ApiError(response->status, response->body, what);
@@ -95,7 +95,7 @@ Result<Json> Client::Request(std::string method, std::string target, const Json*
   }
   Json parsed = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
-    return Error{what + ": the answer is not JSON", response->status};
+    return Error{what + ": the answer is not JSON", Code::kInternal, response->status};
   }
   return parsed;
 }
@@ -104,7 +104,7 @@ Result<std::string> Client::GetText(std::string target) {
   HttpRequest request{"GET", std::move(target), "", ""};
   auto response = Exchange(request, true, options_.timeout);
   if (!response) {
-    return Error{response.error(), 0};
+    return response.failure();
   }
   if (response->status < 200 || response->status >= 300) {
     return ApiError(response->status, response->body, "GET " + request.target);
@@ -178,7 +178,7 @@ Result<Json> Client::Patch(const ResourceType& type, std::string_view ns, std::s
 Result<Json> Client::Apply(const ResourceType& type, const Json& object,
                            const ApplyOptions& options, std::string_view subresource) {
   if (options.field_manager.empty()) {
-    return Error{"server-side apply needs a field manager"};
+    return Error{"server-side apply needs a field manager", Code::kInvalidArgument};
   }
   std::string target = ObjectPath(type, Namespace(type, object), Name(object), subresource);
   AddQuery(target, "fieldManager", options.field_manager);

@@ -8,17 +8,22 @@
 #include <set>
 #include <sstream>
 
+#include "host/common/files.h"
+
 namespace gpustack::kube {
 namespace {
 
+constexpr size_t kMaxConfigFile = 4 << 20;  // a kubeconfig, a certificate, a token
+
+// A file the config names, bounded; an empty one is an error, never "not given" (an empty CA
+// file must not quietly fall back to the system's trust store).
 Result<std::string> ReadFile(const std::filesystem::path& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Error{"cannot read " + std::string(what) + " " + path.string()};
+  auto text = ReadSmallFile(path, kMaxConfigFile, what);
+  if (!text) return std::move(text).failure().WithContext("cannot read ");
+  if (text->empty()) {
+    return Error{std::string(what) + " " + path.string() + " is empty", Code::kInvalidArgument};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 Result<std::string> DecodeBase64(std::string_view text, std::string_view what) {
@@ -121,11 +126,11 @@ Result<ClientConfig> Resolve(const MergedConfig& merged, std::string_view wanted
   config.source = origin + " context " + context_name;
   const YAML::Node& c = cluster->second.first;
   if (Status url = ParseServerUrl(Scalar(c, "server"), config); !url) {
-    return Error{config.source + ": " + url.error()};
+    return url.failure().WithContext(config.source + ": ");
   }
   auto ca = DataOrFile(c, "certificate-authority", cluster->second.second);
   if (!ca) {
-    return Error{config.source + ": " + ca.error()};
+    return ca.failure().WithContext(config.source + ": ");
   }
   config.ca_pem = std::move(*ca);
   config.insecure_skip_tls_verify = Scalar(c, "insecure-skip-tls-verify") == "true";
@@ -158,10 +163,10 @@ Result<ClientConfig> Resolve(const MergedConfig& merged, std::string_view wanted
   auto cert = DataOrFile(u, "client-certificate", user_dir);
   auto key = DataOrFile(u, "client-key", user_dir);
   if (!cert) {
-    return Error{config.source + ": " + cert.error()};
+    return cert.failure().WithContext(config.source + ": ");
   }
   if (!key) {
-    return Error{config.source + ": " + key.error()};
+    return key.failure().WithContext(config.source + ": ");
   }
   if (cert->empty() != key->empty()) {
     return Error{config.source + ": user \"" + user_name +
@@ -291,7 +296,7 @@ Result<ClientConfig> LoadInClusterConfig(const std::map<std::string, std::string
   std::string url =
       "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
   if (Status parsed = ParseServerUrl(url, config); !parsed) {
-    return Error{config.source + ": " + parsed.error()};
+    return parsed.failure().WithContext(config.source + ": ");
   }
   auto ca = ReadFile(account_dir / "ca.crt", "service-account CA");
   if (!ca) {

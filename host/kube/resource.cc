@@ -55,9 +55,43 @@ std::string EscapeQueryValue(std::string_view value) {
   return out;
 }
 
+Code CodeOfHttpStatus(int http_status, std::string_view reason) {
+  switch (http_status) {
+    case 400:
+      return Code::kInvalidArgument;
+    case 401:
+      return Code::kUnauthenticated;
+    case 403:
+      return Code::kPermissionDenied;
+    case 404:
+      return Code::kNotFound;
+    case 409:
+      return reason == "AlreadyExists" ? Code::kAlreadyExists : Code::kAborted;
+    case 410:
+      return Code::kOutOfRange;  // the resourceVersion is too old: list again
+    case 422:
+      return Code::kInvalidArgument;
+    case 429:
+      return Code::kResourceExhausted;
+    case 499:
+      return Code::kCancelled;
+    case 500:
+      return Code::kInternal;
+    case 501:
+      return Code::kUnimplemented;
+    case 503:
+      return Code::kUnavailable;
+    case 504:
+      return Code::kDeadlineExceeded;
+    default:
+      if (http_status >= 200 && http_status < 300) return Code::kOk;
+      return http_status >= 500 ? Code::kUnavailable : Code::kUnknown;
+  }
+}
+
 Error ApiError(int http_status, std::string_view body, std::string_view what) {
   Error error;
-  error.code = http_status;
+  error.http_status = http_status;
   std::string message;
   Json status = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (status.is_object() && status.value("kind", "") == "Status") {
@@ -67,6 +101,7 @@ Error ApiError(int http_status, std::string_view body, std::string_view what) {
   if (message.empty()) {
     message = std::string(body.substr(0, 300));
   }
+  error.code = CodeOfHttpStatus(http_status, error.reason);
   error.message = std::string(what) + ": HTTP " + std::to_string(http_status) +
                   (error.reason.empty() ? "" : " " + error.reason) +
                   (message.empty() ? "" : ": " + message);

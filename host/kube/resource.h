@@ -47,16 +47,21 @@ std::string ObjectPath(const ResourceType& type, std::string_view ns, std::strin
 std::string EscapeQueryValue(std::string_view value);
 
 // The Status reasons a caller branches on.
-inline bool IsNotFound(const Error& e) { return e.code == 404; }
-inline bool IsConflict(const Error& e) { return e.code == 409 && e.reason != "AlreadyExists"; }
+inline bool IsNotFound(const Error& e) { return e.http_status == 404; }
+inline bool IsConflict(const Error& e) {
+  return e.http_status == 409 && e.reason != "AlreadyExists";
+}
 inline bool IsAlreadyExists(const Error& e) { return e.reason == "AlreadyExists"; }
 inline bool IsGone(const Error& e) {
-  return e.code == 410 || e.reason == "Expired" || e.reason == "Gone";
+  return e.http_status == 410 || e.reason == "Expired" || e.reason == "Gone";
 }
-inline bool IsInvalid(const Error& e) { return e.code == 422 || e.reason == "Invalid"; }
+inline bool IsInvalid(const Error& e) { return e.http_status == 422 || e.reason == "Invalid"; }
+
+// The canonical code of an HTTP status (the gRPC mapping; 409 splits on the Status reason).
+Code CodeOfHttpStatus(int http_status, std::string_view reason);
 
 // An Error from an HTTP status and its body: a Status object's reason and message where the
-// server sent one. `what` names the request ("GET /api/v1/...").
+// server sent one, the code from CodeOfHttpStatus. `what` names the request ("GET /api/v1/...").
 Error ApiError(int http_status, std::string_view body, std::string_view what);
 
 // metadata.namespace + "/" + metadata.name, or the name alone (client-go's key).

@@ -63,7 +63,7 @@ Result<std::string> TokenSource::Token() {
   }
   std::ifstream in(file_);
   if (!in) {
-    return Error{"cannot read the bearer token file " + file_, 0};
+    return Error{"cannot read the bearer token file " + file_, Code::kUnavailable};
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -72,7 +72,7 @@ Result<std::string> TokenSource::Token() {
     token.pop_back();
   }
   if (token.empty()) {
-    return Error{"the bearer token file " + file_ + " is empty", 0};
+    return Error{"the bearer token file " + file_ + " is empty", Code::kUnavailable};
   }
   token_ = std::move(token);
   read_at_ = Clock::now();
@@ -122,17 +122,17 @@ class Connection {
     ioc_.restart();
     ioc_.run_until(deadline);
     if (ec == asio::error::would_block) {
-      return Error{"cannot resolve " + config.host + ": deadline exceeded", 0};
+      return Error{"cannot resolve " + config.host + ": deadline exceeded", Code::kUnavailable};
     }
     if (ec) {
-      return Error{"cannot resolve " + config.host + ": " + ec.message(), 0};
+      return Error{"cannot resolve " + config.host + ": " + ec.message(), Code::kUnavailable};
     }
     ec = Run(deadline, [&](auto handler) {
       beast::get_lowest_layer(stream_).async_connect(
           endpoints, [handler](beast::error_code e, const tcp::endpoint&) mutable { handler(e); });
     });
     if (ec) {
-      return Error{"cannot connect to " + config.server + ": " + Describe(ec), 0};
+      return Error{"cannot connect to " + config.server + ": " + Describe(ec), Code::kUnavailable};
     }
     const std::string& name = config.tls_server_name.empty() ? config.host : config.tls_server_name;
     SSL* handle = stream_.native_handle();
@@ -140,14 +140,14 @@ class Connection {
     if (!IsIpAddress(name) &&
         SSL_ctrl(handle, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
                  const_cast<char*>(name.c_str())) != 1) {
-      return Error{"cannot set the TLS server name: " + OpenSslError(), 0};
+      return Error{"cannot set the TLS server name: " + OpenSslError(), Code::kUnavailable};
     }
     if (!config.insecure_skip_tls_verify) {
       X509_VERIFY_PARAM* param = SSL_get0_param(handle);
       int set = IsIpAddress(name) ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
                                   : X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
       if (set != 1) {
-        return Error{"cannot set the name to verify: " + OpenSslError(), 0};
+        return Error{"cannot set the name to verify: " + OpenSslError(), Code::kUnavailable};
       }
     }
     ec = Run(deadline,
@@ -163,7 +163,7 @@ class Connection {
               std::string(X509_verify_cert_error_string(verify)) +
               " (is the kubeconfig's certificate-authority the server's CA?)";
       }
-      return Error{"TLS handshake with " + config.server + " failed: " + why, 0};
+      return Error{"TLS handshake with " + config.server + " failed: " + why, Code::kUnavailable};
     }
     return Ok{};
   }
@@ -228,26 +228,27 @@ Result<std::unique_ptr<Transport>> Transport::Create(const ClientConfig& config,
     if (ec && config.ca_pem.empty()) {
       return Error{
           config.source + ": cannot load the system's trusted certificates (" + ec.message() + ")",
-          0};
+          Code::kInvalidArgument};
     }
     if (ec) {
       return Error{config.source + ": the certificate authority is not a valid PEM certificate (" +
                        ec.message() + ")",
-                   0};
+                   Code::kInvalidArgument};
     }
   }
   if (!config.client_cert_pem.empty()) {
     context.use_certificate_chain(asio::buffer(config.client_cert_pem), ec);
     if (ec) {
       return Error{
-          config.source + ": the client certificate is not valid PEM (" + ec.message() + ")", 0};
+          config.source + ": the client certificate is not valid PEM (" + ec.message() + ")",
+          Code::kUnavailable};
     }
     context.use_private_key(asio::buffer(config.client_key_pem), ssl::context::pem, ec);
     if (ec) {
       return Error{config.source +
                        ": the client key is not valid PEM or does not match the certificate (" +
                        ec.message() + ")",
-                   0};
+                   Code::kInvalidArgument};
     }
   }
   return transport;
@@ -367,7 +368,8 @@ Result<HttpResponse> Transport::Send(const HttpRequest& request, Clock::time_poi
         fresh_connection = true;
         continue;
       }
-      return Error{request.method + " " + request.target + ": " + Connection::Describe(ec), 0};
+      return Error{request.method + " " + request.target + ": " + Connection::Describe(ec),
+                   Code::kUnavailable};
     }
     auto& res = parser.get();
     HttpResponse response{static_cast<int>(res.result_int()), std::move(res.body()),
@@ -419,7 +421,8 @@ Status Transport::Stream(const HttpRequest& request, Clock::time_point header_de
     return Ok{};
   }
   if (ec) {
-    return Error{request.method + " " + request.target + ": " + Connection::Describe(ec), 0};
+    return Error{request.method + " " + request.target + ": " + Connection::Describe(ec),
+                 Code::kUnavailable};
   }
   int status = static_cast<int>(parser.get().result_int());
   on_status(status);
@@ -447,9 +450,9 @@ Status Transport::Stream(const HttpRequest& request, Clock::time_point header_de
       if (ec == beast::error::timeout) {
         return Error{"watch " + request.target + ": nothing arrived for " +
                          std::to_string(idle_timeout.count()) + " ms",
-                     0};
+                     Code::kUnavailable};
       }
-      return Error{"watch " + request.target + ": " + Connection::Describe(ec), 0};
+      return Error{"watch " + request.target + ": " + Connection::Describe(ec), Code::kUnavailable};
     }
     if (n == 0) {
       continue;

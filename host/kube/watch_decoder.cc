@@ -1,5 +1,7 @@
 #include "host/kube/watch_decoder.h"
 
+#include <algorithm>
+
 namespace gpustack::kube {
 namespace {
 
@@ -34,8 +36,9 @@ Result<WatchEvent> ParseEvent(std::string_view line) {
 Status WatchDecoder::Feed(std::string_view piece,
                           const std::function<bool(WatchEvent&)>& on_event) {
   partial_.append(piece);
-  size_t start = 0;
-  for (size_t newline; (newline = partial_.find('\n', start)) != std::string::npos;
+  size_t start = 0;  // the first byte of the line being decoded
+  for (size_t newline;
+       (newline = partial_.find('\n', std::max(start, scanned_))) != std::string::npos;
        start = newline + 1) {
     std::string_view line(partial_.data() + start, newline - start);
     if (line.find_first_not_of(" \r\t") == std::string_view::npos) {
@@ -44,17 +47,21 @@ Status WatchDecoder::Feed(std::string_view piece,
     auto event = ParseEvent(line);
     if (!event) {
       partial_.clear();
+      scanned_ = 0;
       return event.failure();
     }
     if (!on_event(*event)) {
       partial_.erase(0, newline + 1);
+      scanned_ = 0;
       return Ok{};
     }
   }
   partial_.erase(0, start);
+  scanned_ = partial_.size();
   if (partial_.size() > kMaxEventBytes) {
     partial_.clear();
-    return Error{"watch stream: an event larger than 64 MiB"};
+    scanned_ = 0;
+    return Error{"watch stream: an event larger than 64 MiB", Code::kResourceExhausted};
   }
   return Ok{};
 }

@@ -27,7 +27,10 @@ class WatchDecoder {
   size_t buffered() const { return partial_.size(); }
 
  private:
-  std::string partial_;
+  std::string partial_;  // the start of a line whose end has not arrived
+  // How much of partial_ is known to hold no newline: a long event arriving in many small pieces
+  // is searched once, not once per piece.
+  size_t scanned_ = 0;
 };
 
 // The resourceVersion an event carries (bookmarks included); empty if none.

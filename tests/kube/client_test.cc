@@ -35,7 +35,7 @@ TEST_F(ClientTest, CreateGetUpdatePatchDelete) {
   auto duplicate = client_->Create(configmaps_, ConfigMap(ns_, "a"));
   ASSERT_FALSE(duplicate);
   EXPECT_TRUE(IsAlreadyExists(duplicate.failure())) << duplicate.error();
-  EXPECT_EQ(duplicate.failure().code, 409);
+  EXPECT_EQ(duplicate.failure().http_status, 409);
 
   auto got = client_->Get(configmaps_, ns_, "a");
   ASSERT_TRUE(got) << got.error();
@@ -67,18 +67,18 @@ TEST_F(ClientTest, CreateGetUpdatePatchDelete) {
   auto failed_test = client_->Patch(configmaps_, ns_, "a", PatchType::kJson,
                                     Json::parse(R"([{"op":"test","path":"/data/k","value":"9"}])"));
   ASSERT_FALSE(failed_test);
-  EXPECT_EQ(failed_test.failure().code, 422) << failed_test.error();
+  EXPECT_EQ(failed_test.failure().http_status, 422) << failed_test.error();
 
   // Delete preconditions: a wrong uid is refused, the right one deletes.
   auto wrong_uid =
       client_->Delete(configmaps_, ns_, "a", {.uid = "00000000-0000-0000-0000-000000000000"});
   ASSERT_FALSE(wrong_uid);
-  EXPECT_EQ(wrong_uid.failure().code, 409) << wrong_uid.error();
+  EXPECT_EQ(wrong_uid.failure().http_status, 409) << wrong_uid.error();
   EXPECT_NE(wrong_uid.error().find("the UID in the precondition"), std::string::npos)
       << wrong_uid.error();
   auto stale_version = client_->Delete(configmaps_, ns_, "a", {.resource_version = "1"});
   ASSERT_FALSE(stale_version);
-  EXPECT_EQ(stale_version.failure().code, 409);
+  EXPECT_EQ(stale_version.failure().http_status, 409);
   ASSERT_TRUE(client_->Delete(configmaps_, ns_, "a", {.uid = uid}));
   auto gone = client_->Get(configmaps_, ns_, "a");
   ASSERT_FALSE(gone);
@@ -257,7 +257,7 @@ TEST(ClientErrors, WrongCertificateAuthority) {
   ASSERT_TRUE(client) << client.error();
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.failure().code, 0);
+  EXPECT_EQ(got.failure().http_status, 0);
   EXPECT_NE(got.error().find("the server's certificate was not accepted"), std::string::npos)
       << got.error();
   EXPECT_NE(got.error().find("certificate-authority"), std::string::npos) << got.error();
@@ -273,7 +273,7 @@ TEST(ClientErrors, BadCredentials) {
   ASSERT_TRUE(client) << client.error();
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.failure().code, 401) << got.error();
+  EXPECT_EQ(got.failure().http_status, 401) << got.error();
   EXPECT_NE(got.error().find("Unauthorized"), std::string::npos) << got.error();
 
   ClientConfig token = testing::TestbedConfig();
@@ -284,7 +284,7 @@ TEST(ClientErrors, BadCredentials) {
   ASSERT_TRUE(with_token);
   auto refused = (*with_token)->Get(resources::Namespaces(), "", "default");
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.failure().code, 401) << refused.error();
+  EXPECT_EQ(refused.failure().http_status, 401) << refused.error();
 
   ClientConfig garbage = testing::TestbedConfig();
   garbage.client_key_pem = "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n";
@@ -319,13 +319,13 @@ TEST(ClientErrors, ServiceAccountTokenIsReadAgainAfterRotation) {
   ASSERT_TRUE(client);
   auto before = (*client)->Get(resources::Namespaces(), "", ns);
   ASSERT_FALSE(before);
-  EXPECT_EQ(before.failure().code, 401);
+  EXPECT_EQ(before.failure().http_status, 401);
   // The kubelet rotates the file; the next 401 makes the client read it again.
   std::ofstream(dir + "/token") << token << "\n";
   auto after = (*client)->Get(resources::Namespaces(), "", ns);
   ASSERT_FALSE(after);
   // Authenticated now, but RBAC gives the account nothing: 403 names it.
-  EXPECT_EQ(after.failure().code, 403) << after.error();
+  EXPECT_EQ(after.failure().http_status, 403) << after.error();
   EXPECT_EQ(after.failure().reason, "Forbidden");
   EXPECT_NE(after.error().find("system:serviceaccount:" + ns + ":robot"), std::string::npos)
       << after.error();
@@ -369,7 +369,7 @@ TEST(ClientErrors, UnreachableServer) {
   ASSERT_TRUE(client);
   auto got = (*client)->Get(resources::Namespaces(), "", "default");
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.failure().code, 0);
+  EXPECT_EQ(got.failure().http_status, 0);
   EXPECT_NE(got.error().find("cannot connect to https://127.0.0.1:"), std::string::npos)
       << got.error();
   EXPECT_NE(got.error().find("refused"), std::string::npos) << got.error();
