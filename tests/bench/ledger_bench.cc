@@ -7,13 +7,15 @@
 #include <memory>
 #include <vector>
 
-#include "host/devices/ledger.h"
-#include "host/devices/profiles.h"
-#include "host/devices/views.h"
+#include "host/ledger/ledger.h"
+#include "host/ledger/views.h"
+#include "tests/support/ledger_tables.h"
 
 namespace {
 
-using namespace gpustack::devices;
+using namespace gpustack::ledger;
+using gpustack::ledger::testing::FindPartitionTable;
+using gpustack::ledger::testing::PartitionTable;
 
 DevicesSpec EightH100(int partitioned) {
   Group g{"h100-80gb-hbm3", "nvidia", "NVIDIA H100 80GB HBM3", 81920, 16896, "", "", "9.0",

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "host/common/logging.h"
-#include "host/loader/loader.h"
+#include "host/loader/dlopen_source.h"
 #include "host/pci/pci_inventory.h"
 
 namespace {
@@ -21,16 +21,16 @@ struct Case {
   const char* node;
 };
 
-std::unique_ptr<loader::Plugin> Start(const Case& c, benchmark::State& state) {
+std::unique_ptr<loader::LoadedPlugin> Start(const Case& c, benchmark::State& state) {
   ::setenv("GPUSTACK_FAKE_FIXTURE",
            (std::string(GPUSTACK_NODES_DIR) + "/" + c.node + ".json").c_str(), 1);
   auto inventory = pci::Scan({std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {}});
-  auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
-  if (!inventory || !manifest) {
-    state.SkipWithError("fixture or manifest missing");
+  if (!inventory) {
+    state.SkipWithError("fixture missing");
     return nullptr;
   }
-  auto loaded = loader::Load(*manifest, {});
+  auto loaded =
+      loader::LoadFromManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
   if (!loaded ||
       !(*loaded)->Init({{"library_path", std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/" + c.library}},
                        *inventory)) {
@@ -55,7 +55,7 @@ void BM_MonitorSample(benchmark::State& state) {
   const bool processes = state.range(1) != 0;
   size_t cards = 0;
   for (auto _ : state) {
-    auto snapshot = plugin->SampleMetrics({{}, processes});
+    auto snapshot = plugin->SampleMetrics({}, processes);
     if (!snapshot) {
       state.SkipWithError(snapshot.error().c_str());
       return;

@@ -8,13 +8,19 @@
  *   FAKE_LARGER_STRUCTS the table and every reported struct carry unknown trailing fields
  *   FAKE_IDENTITY_NAME  identifies under another manufacturer name than its manifest
  *   FAKE_CONSTRUCTOR_MARKER  writes the file named by $FAKE_MARKER when the library is loaded
+ *   FAKE_NO_GRANT       claims sharing but leaves grant NULL (a 1.1 host refuses it; at 1.0
+ *                       the claim is dropped)
  *   FAKE_CONFIGURABLE   behaviour chosen at run time through config_get:
  *                         discover_status=<n>  discover returns status n with a message
- *                         discover_emit=small_group|null_string|bad_health  emits bad output
- *                         log=<text>           logs <text> at INFO during init */
+ *                         discover_emit=small_group|null_string|bad_health|one_card  emits it
+ *                         log=<text>           logs <text> at INFO during init
+ *                         misbehave=crash|abort|exit|hang  does that inside discover, as a
+ *                           plugin with a bug (or a vendor library) would */
 #include "fake_common.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #ifndef FAKE_ANSWER_MAJOR
 #define FAKE_ANSWER_MAJOR GPUSTACK_PLUGIN_ABI_MAJOR
@@ -61,6 +67,10 @@ static gpustack_status fake_identify(gpustack_plugin_identity* id) {
   id->capabilities = GPUSTACK_CAP_SHARED;
   id->partition_kind.data = NULL;
   id->partition_kind.size = 0;
+  if (GPUSTACK_STRUCT_HAS_FIELD(id, gpustack_plugin_identity, install_hint)) {
+    id->install_hint.data = "nothing to install: a fake";
+    id->install_hint.size = strlen(id->install_hint.data);
+  }
   return GPUSTACK_STATUS_OK;
 }
 
@@ -123,6 +133,21 @@ static gpustack_status fake_discover(gpustack_plugin_instance* instance,
 #ifdef FAKE_CONFIGURABLE
   {
     gpustack_str value;
+    if (fake_config(instance, "misbehave", &value)) {
+      if (fake_str_eq(value, "crash")) {
+#if defined(__SANITIZE_ADDRESS__)
+        raise(SIGSEGV); /* UBSan would stop the null store below before it faults */
+#else
+        volatile int* nowhere = NULL;
+        *nowhere = 1; /* a real fault: SIGSEGV raised by the kernel */
+#endif
+      }
+      if (fake_str_eq(value, "abort")) abort();
+      if (fake_str_eq(value, "exit")) exit(0);
+      if (fake_str_eq(value, "hang")) {
+        for (;;) pause();
+      }
+    }
     if (fake_config(instance, "discover_status", &value)) {
       char text[32] = {0};
       char message[64];
@@ -150,6 +175,7 @@ static gpustack_status fake_discover(gpustack_plugin_instance* instance,
       if (fake_str_eq(value, "small_group")) g.struct_size = 16;
       if (fake_str_eq(value, "null_string")) a.id.data = NULL;
       if (fake_str_eq(value, "bad_health")) a.health = 77;
+      a.memory_mib = 1024;
       return args->sink->add_group(args->sink->host_data, &g);
     }
   }
@@ -186,6 +212,36 @@ static gpustack_status fake_discover(gpustack_plugin_instance* instance,
 #endif
 }
 
+#ifndef FAKE_NO_GRANT
+/* The smallest honest grant: it names the cards it was given. */
+static gpustack_status fake_grant(gpustack_plugin_instance* instance,
+                                  const gpustack_grant_args* args) {
+  gpustack_container_edit e;
+  (void)instance;
+  if (args == NULL || args->struct_size < GPUSTACK_GRANT_ARGS_STRUCT_SIZE_V1_0 ||
+      args->sink == NULL || args->sink->add_edit == NULL) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "grant_args too small");
+  }
+  if (args->accelerator_id_count != 1 || (!fake_str_eq(args->accelerator_ids[0], "FAKE-0") &&
+                                          !fake_str_eq(args->accelerator_ids[0], "FUTURE-0"))) {
+    return fake_fail(GPUSTACK_STATUS_NOT_FOUND, "this fake has one card, FAKE-0 (or FUTURE-0)");
+  }
+  memset(&e, 0, sizeof e);
+  e.struct_size = sizeof e;
+  e.kind = GPUSTACK_EDIT_ENV;
+  e.key.data = "FAKE_VISIBLE_DEVICES";
+  e.key.size = strlen(e.key.data);
+  e.value = args->accelerator_ids[0];
+  return args->sink->add_edit(args->sink->host_data, &e);
+}
+#endif
+
+#ifdef FAKE_NO_GRANT
+#define FAKE_GRANT NULL
+#else
+#define FAKE_GRANT fake_grant
+#endif
+
 #ifdef FAKE_LARGER_STRUCTS
 struct future_api {
   gpustack_plugin_api base;
@@ -193,7 +249,8 @@ struct future_api {
 };
 static const struct future_api fake_api_storage = {
     {sizeof(struct future_api), NULL, FAKE_ANSWER_MAJOR, FAKE_ANSWER_MINOR, fake_last_error_message,
-     fake_identify, fake_init, fake_shutdown, fake_discover, NULL, NULL, NULL, NULL, NULL, NULL},
+     fake_identify, fake_init, fake_shutdown, fake_discover, FAKE_GRANT, NULL, NULL, NULL, NULL,
+     NULL, NULL, NULL, NULL, NULL},
     {NULL}};
 #define FAKE_API (&fake_api_storage.base)
 #else
@@ -209,9 +266,13 @@ static const gpustack_plugin_api fake_api_storage = {FAKE_TABLE_SIZE,
                                                      fake_init,
                                                      fake_shutdown,
                                                      fake_discover,
+                                                     FAKE_GRANT,
                                                      NULL,
                                                      NULL,
                                                      NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL, /* 1.1: create_instance */
                                                      NULL,
                                                      NULL,
                                                      NULL};

@@ -1,11 +1,12 @@
-/* A complete plugin in plain C: every hook implemented over three simulated cards, so the host
- * wrapper and the conformance suite meet real data through the raw ABI (no C++ helper).
- *   FAKE-A-0, FAKE-A-1  "Fake Accel A", 16 GiB, 16 logical slices, not partitionable
+/* A complete plugin in plain C: every hook of ABI 1.1 implemented over three simulated cards, so
+ * the host wrapper and the conformance suite meet real data through the raw ABI (no C++ helper).
+ *   FAKE-A-0, FAKE-A-1  "Fake Accel A", 16 GiB, 16 logical slices (slice objects), not
+ *                       partitionable
  *   FAKE-P-0            "Fake Accel P", 80 GiB, partition mode enabled, profiles 1g.10gb, 4g.40gb
  */
 #include "fake_common.h"
 
-enum { CARD_COUNT = 3, MAX_PARTITIONS = 16, SLICES = 8 };
+enum { CARD_COUNT = 3, MAX_PARTITIONS = 16, SLICES = 8, MAX_SLICES = 16 };
 
 typedef struct card {
   const char* id;
@@ -42,10 +43,20 @@ typedef struct partition {
   size_t owner_size;
 } partition;
 
+typedef struct slice {
+  int used;
+  int card;
+  char id[32];
+  char owner[64];
+  size_t owner_size;
+} slice;
+
 struct gpustack_plugin_instance {
   const gpustack_host_services* host;
   partition partitions[MAX_PARTITIONS];
   unsigned next_partition;
+  slice slices[MAX_SLICES];
+  unsigned next_slice;
   int health_reported;
 };
 static struct gpustack_plugin_instance the_instance;
@@ -76,9 +87,17 @@ static gpustack_status identify(gpustack_plugin_identity* id) {
   id->pci_vendor_id_count = 1;
   id->capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
                      GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS |
-                     GPUSTACK_CAP_HEALTH_EVENTS;
+                     GPUSTACK_CAP_HEALTH_EVENTS | GPUSTACK_CAP_SLICE_OBJECTS;
   id->partition_kind.data = "mig";
   id->partition_kind.size = 3;
+  /* 1.1 fields: written only into a struct that carries them. */
+  if (GPUSTACK_STRUCT_HAS_FIELD(id, gpustack_plugin_identity, install_hint)) {
+    id->runtime_class.data = NULL;
+    id->runtime_class.size = 0;
+    id->runtime_flags = 0;
+    id->install_hint.data = "nothing to install: the cards are simulated";
+    id->install_hint.size = strlen(id->install_hint.data);
+  }
   return GPUSTACK_STATUS_OK;
 }
 
@@ -92,6 +111,14 @@ static gpustack_status init(const gpustack_init_args* args, gpustack_plugin_inst
   the_instance.host = args->host;
   *instance = &the_instance;
   return GPUSTACK_STATUS_OK;
+}
+
+static gpustack_status create_instance(gpustack_init_args* args) {
+  if (args == NULL || args->struct_size < GPUSTACK_INIT_ARGS_STRUCT_SIZE_V1_1) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "init_args missing or too small for 1.1");
+  }
+  args->instance = NULL;
+  return init(args, &args->instance);
 }
 
 static void shutdown_plugin(gpustack_plugin_instance* instance) {
@@ -232,6 +259,14 @@ static gpustack_status grant(gpustack_plugin_instance* self, const gpustack_gran
     if (cards[find_card(args->accelerator_ids[0])].partitioned) {
       return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "card is in partition mode");
     }
+  }
+  if (args->mode == GPUSTACK_GRANT_SLICED &&
+      GPUSTACK_STRUCT_HAS_FIELD(args, gpustack_grant_args, slice_id)) {
+    int k, found = 0;
+    for (k = 0; k < MAX_SLICES; ++k) {
+      if (self->slices[k].used && fake_str_eq(args->slice_id, self->slices[k].id)) found = 1;
+    }
+    if (!found) return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "the slice is not prepared");
   }
   if (args->mode == GPUSTACK_GRANT_PARTITIONED) {
     partition* p = find_partition(self, args->partition_id);
@@ -443,6 +478,111 @@ static gpustack_status poll_health_events(gpustack_plugin_instance* self,
   return GPUSTACK_STATUS_OK;
 }
 
+static gpustack_status list_device_nodes(gpustack_plugin_instance* self,
+                                         const gpustack_list_device_nodes_args* args) {
+  char path[32];
+  size_t j;
+  int i;
+  gpustack_device_node node;
+  (void)self;
+  if (args == NULL || args->struct_size < GPUSTACK_LIST_DEVICE_NODES_ARGS_STRUCT_SIZE_V1_1 ||
+      args->sink == NULL || args->sink->add_device_node == NULL) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "list_device_nodes_args too small");
+  }
+  for (j = 0; j < args->accelerator_id_count; ++j) {
+    if (find_card(args->accelerator_ids[j]) < 0) {
+      return fake_fail(GPUSTACK_STATUS_NOT_FOUND, "no such accelerator");
+    }
+  }
+  memset(&node, 0, sizeof node);
+  node.struct_size = sizeof node;
+  node.path.data = "fakectl";
+  node.path.size = 7;
+  if (args->sink->add_device_node(args->sink->host_data, &node) != GPUSTACK_STATUS_OK) {
+    return fake_fail(GPUSTACK_STATUS_CANCELLED, "host refused a node");
+  }
+  for (i = 0; i < CARD_COUNT; ++i) {
+    int wanted = args->accelerator_id_count == 0;
+    for (j = 0; j < args->accelerator_id_count; ++j) {
+      if (fake_str_eq(args->accelerator_ids[j], cards[i].id)) wanted = 1;
+    }
+    if (!wanted) continue;
+    snprintf(path, sizeof path, "fake%d", i + 10);
+    node.accelerator_id.data = cards[i].id;
+    node.accelerator_id.size = strlen(cards[i].id);
+    node.path.data = path;
+    node.path.size = strlen(path);
+    if (args->sink->add_device_node(args->sink->host_data, &node) != GPUSTACK_STATUS_OK) {
+      return fake_fail(GPUSTACK_STATUS_CANCELLED, "host refused a node");
+    }
+  }
+  return GPUSTACK_STATUS_OK;
+}
+
+static gpustack_status report_slice(const gpustack_slice_sink* sink, const slice* s) {
+  gpustack_slice out;
+  memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  out.accelerator_id.data = cards[s->card].id;
+  out.accelerator_id.size = strlen(cards[s->card].id);
+  out.id.data = s->id;
+  out.id.size = strlen(s->id);
+  return sink->add_slice(sink->host_data, &out);
+}
+
+static gpustack_status prepare_slice(gpustack_plugin_instance* self,
+                                     const gpustack_prepare_slice_args* args) {
+  slice* free_slot = NULL;
+  int c, i;
+  if (args == NULL || args->struct_size < GPUSTACK_PREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1 ||
+      args->sink == NULL || args->sink->add_slice == NULL) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "prepare_slice_args too small");
+  }
+  c = find_card(args->accelerator_id);
+  if (c < 0) return fake_fail(GPUSTACK_STATUS_NOT_FOUND, "no such accelerator");
+  if (cards[c].partitioned) return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "partitioned");
+  if (args->owner.size == 0 || args->owner.size >= sizeof free_slot->owner ||
+      args->memory_limit_mib == 0 || args->cores_percentage == 0 || args->cores_percentage > 100) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "a slice needs an owner and a budget");
+  }
+  for (i = 0; i < MAX_SLICES; ++i) {
+    slice* s = &self->slices[i];
+    if (!s->used) {
+      if (free_slot == NULL) free_slot = s;
+      continue;
+    }
+    if (s->card == c && s->owner_size == args->owner.size &&
+        memcmp(s->owner, args->owner.data, s->owner_size) == 0) {
+      return report_slice(args->sink, s); /* the same owner finds its slice again */
+    }
+  }
+  if (free_slot == NULL) return fake_fail(GPUSTACK_STATUS_RESOURCE_EXHAUSTED, "too many slices");
+  free_slot->used = 1;
+  free_slot->card = c;
+  snprintf(free_slot->id, sizeof free_slot->id, "SLICE-%d-%u", c, self->next_slice++);
+  memcpy(free_slot->owner, args->owner.data, args->owner.size);
+  free_slot->owner_size = args->owner.size;
+  return report_slice(args->sink, free_slot);
+}
+
+static gpustack_status unprepare_slice(gpustack_plugin_instance* self,
+                                       const gpustack_unprepare_slice_args* args) {
+  int i;
+  if (args == NULL || args->struct_size < GPUSTACK_UNPREPARE_SLICE_ARGS_STRUCT_SIZE_V1_1) {
+    return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "unprepare_slice_args too small");
+  }
+  for (i = 0; i < MAX_SLICES; ++i) {
+    slice* s = &self->slices[i];
+    if (!s->used || !fake_str_eq(args->slice_id, s->id)) continue;
+    if (s->owner_size != args->owner.size || memcmp(s->owner, args->owner.data, s->owner_size)) {
+      return fake_fail(GPUSTACK_STATUS_FAILED_PRECONDITION, "the slice belongs to another owner");
+    }
+    memset(s, 0, sizeof *s);
+    return GPUSTACK_STATUS_OK;
+  }
+  return fake_fail(GPUSTACK_STATUS_NOT_FOUND, "no such slice");
+}
+
 static const gpustack_plugin_api api = {sizeof(gpustack_plugin_api),
                                         NULL,
                                         GPUSTACK_PLUGIN_ABI_MAJOR,
@@ -457,7 +597,11 @@ static const gpustack_plugin_api api = {sizeof(gpustack_plugin_api),
                                         create_partition,
                                         destroy_partition,
                                         sample_metrics,
-                                        poll_health_events};
+                                        poll_health_events,
+                                        create_instance,
+                                        list_device_nodes,
+                                        prepare_slice,
+                                        unprepare_slice};
 
 GPUSTACK_PLUGIN_EXPORT gpustack_status gpustack_plugin_negotiate(gpustack_negotiate_args* args) {
   return fake_negotiate(args, GPUSTACK_PLUGIN_ABI_MAJOR, GPUSTACK_PLUGIN_ABI_MINOR, &api);

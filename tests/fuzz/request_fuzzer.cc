@@ -4,21 +4,21 @@
 #include <cstdint>
 #include <string_view>
 
-#include "host/devices/ledger.h"
-#include "host/devices/profiles.h"
-#include "host/devices/request.h"
+#include "host/ledger/ledger.h"
+#include "host/ledger/request.h"
+#include "tests/support/ledger_tables.h"
 
 namespace {
 
-using gpustack::devices::FoldContext;
-using gpustack::devices::ResourceKind;
+using gpustack::ledger::FoldContext;
+using gpustack::ledger::ResourceKind;
 
 [[noreturn]] void Fail() { __builtin_trap(); }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  namespace d = gpustack::devices;
+  namespace d = gpustack::ledger;
   const auto json =
       nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(data), size), nullptr,
                             /*allow_exceptions=*/false);
@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   static const std::vector<ResourceKind> kinds{{"nvidia", "nvidia.com/gpu", "mig"},
                                                {"amd", "amd.com/gpu", ""}};
-  static const FoldContext fold{81920, d::FindPartitionTable("nvidia", "H100 80GB")->profiles};
+  static const FoldContext fold{81920,
+                                d::testing::FindPartitionTable("nvidia", "H100 80GB")->profiles};
   if (auto requests = d::ParsePodRequests(json, kinds, fold)) {
     for (const auto& r : *requests) {
       const auto& q = r.request;

@@ -121,9 +121,12 @@ TEST(DetectCli, APluginThatFailsIsReportedAndTheOthersStillRun) {
   const json report = json::parse(run.out);
   const json* broken = FindPlugin(report, "init-fails");
   ASSERT_NE(broken, nullptr);
-  EXPECT_EQ((*broken)["error"], std::string(GPUSTACK_FAKES_DIR) +
-                                    "/init-fails/libgpustack_plugin_init-fails.so: init-fails: "
-                                    "init failed: UNAVAILABLE: fake management library not found");
+  EXPECT_EQ((*broken)["state"], "failed");
+  EXPECT_EQ((*broken)["library"],
+            std::string(GPUSTACK_FAKES_DIR) + "/init-fails/libgpustack_plugin_init-fails.so");
+  EXPECT_EQ((*broken)["error"]["code"], "UNAVAILABLE");
+  EXPECT_EQ((*broken)["error"]["message"],
+            "init-fails: init failed: UNAVAILABLE: fake management library not found");
   EXPECT_EQ((*FindPlugin(report, "nvidia"))["discovery"]["status"], "OK");
   EXPECT_EQ(report["devices"]["spec"]["groups"][0]["id"], "a10g");
   EXPECT_FALSE(report["ok"].get<bool>());

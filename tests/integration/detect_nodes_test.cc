@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "host/devices/model.h"
-#include "host/devices/views.h"
+#include "host/ledger/model.h"
+#include "host/ledger/views.h"
 
 namespace gpustack {
 namespace {
@@ -80,7 +80,7 @@ TEST_P(DetectNode, PrintsTheExpectedDevicesSpec) {
                                                      << run.report["devices"]["spec"].dump(1);
   EXPECT_EQ(run.report["devices"]["metadata"]["name"], GetParam());
   // The spec is what the CRD accepts.
-  auto spec = devices::SpecFromJson(run.report["devices"]["spec"]);
+  auto spec = ledger::SpecFromJson(run.report["devices"]["spec"]);
   EXPECT_TRUE(spec) << spec.error();
 }
 
@@ -97,18 +97,18 @@ INSTANTIATE_TEST_SUITE_P(Nodes, DetectNode,
                            return name;
                          });
 
-devices::NodeLedger Ledger(const std::string& node) {
+ledger::NodeLedger Ledger(const std::string& node) {
   const CliRun run = Detect(node);
-  auto spec = devices::SpecFromJson(run.report["devices"]["spec"]);
+  auto spec = ledger::SpecFromJson(run.report["devices"]["spec"]);
   if (!spec) throw std::runtime_error(node + ": " + spec.error());
-  return devices::NodeLedger(node, *spec);
+  return ledger::NodeLedger(node, *spec);
 }
 
-std::string Row(const devices::NodeLedger& node, const std::string& group) {
-  return devices::FormatViews(devices::ComputePoolViews({&node}, "nvidia", group));
+std::string Row(const ledger::NodeLedger& node, const std::string& group) {
+  return ledger::FormatViews(ledger::ComputePoolViews({&node}, "nvidia", group));
 }
 
-const devices::ResourceKind kNvidia{"nvidia", "nvidia.com/gpu", "mig"};
+const ledger::ResourceKind kNvidia{"nvidia", "nvidia.com/gpu", "mig"};
 
 TEST(DetectedCapacity, MatchesTheRecordedRows) {
   EXPECT_EQ(Row(Ledger("nvidia-a10g"), "a10g"), "1/1 10/10 100/100 0/0");
@@ -119,26 +119,26 @@ TEST(DetectedCapacity, MatchesTheRecordedRows) {
 }
 
 TEST(DetectedCapacity, MatchesTheRecordedNodeCounts) {
-  const devices::NodeLedger off = Ledger("nvidia-h100x8-mig-off");
-  const auto keys = devices::CountingKeys(off, kNvidia);
+  const ledger::NodeLedger off = Ledger("nvidia-h100x8-mig-off");
+  const auto keys = ledger::CountingKeys(off, kNvidia);
   EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.memory-mib"), 655360);  // 8 x 81920 (nominal)
   EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.cores-percentage"), 102400);
   EXPECT_EQ(keys.at("nvidia.com/gpu.sliced.units"), 12800000);
 
-  const devices::NodeLedger on = Ledger("nvidia-h100x8-mig-on");
-  const auto counts = devices::AdvertisedCounts(on, kNvidia);
+  const ledger::NodeLedger on = Ledger("nvidia-h100x8-mig-on");
+  const auto counts = ledger::AdvertisedCounts(on, kNvidia);
   EXPECT_EQ(counts.at("nvidia.com/gpu"), 0);
   EXPECT_EQ(counts.at("nvidia.com/gpu.partitioned"), 56);
-  const auto on_keys = devices::CountingKeys(on, kNvidia);
+  const auto on_keys = ledger::CountingKeys(on, kNvidia);
   const std::map<std::string, int64_t> recorded = {{"1g.10gb", 56}, {"1g.20gb", 32},
                                                    {"2g.20gb", 24}, {"3g.40gb", 16},
                                                    {"4g.40gb", 8},  {"7g.80gb", 8}};
   for (const auto& [profile, count] : recorded) {
     EXPECT_EQ(on_keys.at("nvidia.com/gpu.partitioned.mig-" + profile), count) << profile;
   }
-  const devices::NodeLedger mixed = Ledger("nvidia-h100x8-mig-mixed");
-  EXPECT_EQ(devices::CountingKeys(mixed, kNvidia).at("nvidia.com/gpu.partitioned.units"), 4800000);
-  EXPECT_EQ(devices::AdvertisedCounts(mixed, kNvidia).at("nvidia.com/gpu.sliced"), 640);
+  const ledger::NodeLedger mixed = Ledger("nvidia-h100x8-mig-mixed");
+  EXPECT_EQ(ledger::CountingKeys(mixed, kNvidia).at("nvidia.com/gpu.partitioned.units"), 4800000);
+  EXPECT_EQ(ledger::AdvertisedCounts(mixed, kNvidia).at("nvidia.com/gpu.sliced"), 640);
 }
 
 TEST(DetectedLabels, CarryTheReferenceKeysAndValues) {
@@ -187,13 +187,60 @@ TEST(DetectFailures, AFailingLibraryIsReportedAndExitsOne) {
   const CliRun run =
       Detect("nvidia-a10g", "GPUSTACK_NVIDIA_LIBRARY=/nonexistent/libnvidia-ml.so.1");
   EXPECT_EQ(run.exit_code, 1);
+  bool seen = false;
   for (const json& p : run.report["plugins"]) {
     if (p["name"] != "nvidia") continue;
-    EXPECT_EQ(p["discovery"]["status"], "UNAVAILABLE");
-    EXPECT_NE(p["discovery"]["message"].get<std::string>().find("GPUSTACK_NVIDIA_LIBRARY"),
-              std::string::npos);
+    seen = true;
+    EXPECT_EQ(p["state"], "failed");
+    EXPECT_EQ(p["error"]["code"], "NOT_FOUND");
+    EXPECT_EQ(p["error"]["message"],
+              "library_path /nonexistent/libnvidia-ml.so.1 (from GPUSTACK_NVIDIA_LIBRARY) "
+              "does not exist");
   }
+  EXPECT_TRUE(seen) << run.report.dump(1);
   EXPECT_TRUE(run.report["devices"]["spec"]["groups"].empty());
+}
+
+TEST(DetectFailures, ACardThatCannotBeReadIsNamedByItsPciAddress) {
+  // The fourth T4 answers its first queries, then is lost: the three others are published and
+  // the fourth is named, on stdout and stderr, by the PCI address nothing reported.
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/nvidia-t4x4.json");
+  json scenario = json::parse(in);
+  scenario["nvml"]["errors"] = {{"DeviceGetName", {{"code", 15}, {"after", 3}}}};
+  const std::string fixture = ::testing::TempDir() + "/t4x4-lost-card.json";
+  std::ofstream(fixture) << scenario.dump();
+  const CliRun run = Detect("nvidia-t4x4", "GPUSTACK_FAKE_FIXTURE='" + fixture + "' ");
+  EXPECT_EQ(run.exit_code, 0) << "three good cards still make a working node";
+  ASSERT_EQ(run.report["devices"]["spec"]["groups"].size(), 1u) << run.report.dump(1);
+  EXPECT_EQ(run.report["devices"]["spec"]["groups"][0]["accelerators"].size(), 3u);
+  bool warned = false;
+  for (const json& p : run.report["plugins"]) {
+    if (p["name"] != "nvidia") continue;
+    ASSERT_TRUE(p.contains("warnings")) << p.dump(1);
+    warned = p["warnings"][0].get<std::string>().find("0000:00:1e.0") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << run.report.dump(1);
+}
+
+TEST(DetectOutput, TextEscapesControlCharactersFromTheDriver) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/nvidia-a10g.json");
+  json scenario = json::parse(in);
+  scenario["nvml"]["devices"][0]["name"] = "NVIDIA \x1b[2J A10G";
+  const std::string fixture = ::testing::TempDir() + "/a10g-escape.json";
+  std::ofstream(fixture) << scenario.dump();
+  const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/nvidia-a10g";
+  const std::string command = "GPUSTACK_FAKE_FIXTURE='" + fixture + "' " + FakeLibraries() + "'" +
+                              GPUSTACK_BINARY + "' device-manager detect -o text --sysfs-root '" +
+                              trees + "/sys' 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buffer;
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    out.append(buffer.data(), n);
+  ::pclose(pipe);
+  EXPECT_NE(out.find("NVIDIA \\x1b[2J A10G"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << "a raw escape reached the terminal";
 }
 
 TEST(DetectOutput, YamlIsTheDefault) {
@@ -311,8 +358,20 @@ TEST(PreflightCli, AMissingLibraryFailsTheLibraryCheck) {
   const json* library = FindCheck(report, "management library");
   ASSERT_NE(library, nullptr) << report.dump(1);
   EXPECT_EQ((*library)["result"], "FAIL");
-  EXPECT_NE((*library)["detail"].get<std::string>().find("UNAVAILABLE"), std::string::npos);
-  EXPECT_EQ((*library)["fix"], "load the amdgpu driver");
+  EXPECT_NE((*library)["detail"].get<std::string>().find("GPUSTACK_AMD_LIBRARY"),
+            std::string::npos);
+  EXPECT_NE((*library)["fix"].get<std::string>().find("library_path"), std::string::npos);
+}
+
+TEST(PreflightCli, ALibraryThatFailsGivesThePluginsInstallHint) {
+  // The library exists but has none of the vendor's functions: the plugin's own init fails,
+  // and the fix is what the plugin says its manufacturer needs.
+  const auto [code, report] = Preflight("amd-mi210x2", "GPUSTACK_AMD_LIBRARY=/bin/true");
+  EXPECT_EQ(code, 1);
+  const json* library = FindCheck(report, "management library");
+  ASSERT_NE(library, nullptr) << report.dump(1);
+  EXPECT_EQ((*library)["result"], "FAIL");
+  EXPECT_EQ((*library)["fix"], "load the amdgpu driver and install ROCm (rocm-smi-lib)");
 }
 
 TEST(PreflightCli, PartitionModeIsReported) {

@@ -11,15 +11,20 @@
 #include <fstream>
 
 #include <gpustack_support/nvml_api.h>
-#include "host/device_manager/last_good.h"
-#include "host/loader/loader.h"
+
+#include "host/loader/dlopen_source.h"
 #include "host/pci/pci_inventory.h"
+#include "host/runtime/last_good.h"
 
 namespace gpustack {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runtime::Card;
+using runtime::CardGroup;
+using runtime::Health;
+using runtime::PartitionMode;
 
 const std::string kNodes = GPUSTACK_NODES_DIR;  // scenario files
 const std::string kTrees = GPUSTACK_NODE_TREES_DIR;
@@ -54,11 +59,10 @@ class VendorPluginTest : public ::testing::Test {
     inventory_ = *inventory;
   }
 
-  loader::Plugin& Start(const std::string& library = kFakeNvml,
-                        const std::string& plugin = "nvidia") {
-    auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + plugin + ".json");
-    EXPECT_TRUE(manifest) << manifest.error();
-    auto loaded = loader::Load(*manifest, {});
+  loader::LoadedPlugin& Start(const std::string& library = kFakeNvml,
+                              const std::string& plugin = "nvidia") {
+    auto loaded =
+        loader::LoadFromManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + plugin + ".json");
     EXPECT_TRUE(loaded) << loaded.error();
     plugins_.push_back(std::move(loaded).value());
     auto init =
@@ -68,7 +72,7 @@ class VendorPluginTest : public ::testing::Test {
   }
 
   std::vector<pci::PciDevice> inventory_;
-  std::vector<std::unique_ptr<loader::Plugin>> plugins_;
+  std::vector<std::unique_ptr<loader::LoadedPlugin>> plugins_;
   std::string state_dir_ = fs::temp_directory_path() / ("nvml-state-" + std::to_string(::getpid()));
   std::string fixture_copy_;
 };
@@ -78,7 +82,7 @@ TEST_F(VendorPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->size(), 1u);
-  const sdk::AcceleratorGroup& g = groups->front();
+  const CardGroup& g = groups->front();
   EXPECT_EQ(g.product, "Tesla T4");
   EXPECT_EQ(g.memory_mib, 16384u);  // physical (NVML v2), not the 15360 usable
   EXPECT_EQ(g.cores, 2560u);
@@ -86,27 +90,27 @@ TEST_F(VendorPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   EXPECT_EQ(g.compute_capability, "7.5");
   EXPECT_EQ(g.driver_version, "580.159.03");
   EXPECT_EQ(g.runtime_version, "13.0");
-  ASSERT_EQ(g.accelerators.size(), 4u);
+  ASSERT_EQ(g.cards.size(), 4u);
   for (uint32_t i = 0; i < 4; ++i) {
-    const sdk::Accelerator& a = g.accelerators[i];
+    const Card& a = g.cards[i];
     EXPECT_EQ(a.index, i);
     EXPECT_EQ(a.physical_indexes, std::vector<uint32_t>{i});
     EXPECT_EQ(a.pci_class, 0x030200u);
     EXPECT_EQ(a.logical_slice_count, 128u);
     EXPECT_TRUE(a.cores_percentage_overcommit);
-    EXPECT_EQ(a.partition_mode, GPUSTACK_PARTITION_MODE_UNSUPPORTED);
+    EXPECT_EQ(a.partition_mode, PartitionMode::kUnsupported);
   }
-  EXPECT_EQ(g.accelerators[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
+  EXPECT_EQ(g.cards[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
 }
 
 TEST_F(VendorPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
   UseNode("nvidia-a10g");
   auto groups = Start("/nonexistent/libnvidia-ml.so.1").Discover();
   ASSERT_FALSE(groups);
-  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_EQ(groups.code(), Code::kUnavailable);
   EXPECT_NE(groups.error().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos)
       << groups.error();
-  EXPECT_NE(groups.error().find("GPUSTACK_NVIDIA_LIBRARY"), std::string::npos) << groups.error();
+  EXPECT_NE(groups.error().find("install the NVIDIA driver"), std::string::npos) << groups.error();
 }
 
 TEST_F(VendorPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
@@ -114,71 +118,118 @@ TEST_F(VendorPluginTest, AWrongLibraryIsRefusedByItsMissingSymbols) {
   // T-Head's fake exports hgml* names only: not an NVML.
   auto groups = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so").Discover();
   ASSERT_FALSE(groups);
-  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_EQ(groups.code(), Code::kUnavailable);
   EXPECT_NE(groups.error().find("lacks nvmlInit_v2"), std::string::npos) << groups.error();
 }
 
 TEST_F(VendorPluginTest, InitFailureIsUnavailableAndRetried) {
   UseNode("nvidia-a10g", {{"Init", {{"code", 9}}}});
-  loader::Plugin& plugin = Start();
+  loader::LoadedPlugin& plugin = Start();
   for (int pass = 0; pass < 2; ++pass) {
     auto groups = plugin.Discover();
     ASSERT_FALSE(groups);
-    EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+    EXPECT_EQ(groups.code(), Code::kUnavailable);
     EXPECT_NE(groups.error().find("Driver Not Loaded"), std::string::npos) << groups.error();
   }
 }
 
-TEST_F(VendorPluginTest, AQueryFailingMidEnumerationFailsThePassAndTheLastGoodResultStays) {
-  // Four good UUID reads (the first pass), then the GPU is lost.
-  UseNode("nvidia-t4x4", {{"DeviceGetUUID", {{"code", 15}, {"after", 4}}}});
-  loader::Plugin& plugin = Start();
-  device_manager::LastGoodDiscovery published;
-
+TEST_F(VendorPluginTest, ACardThatStopsAnsweringIsReportedUnhealthyAndTheOthersStay) {
+  // Five good UUID reads (the first pass and card 0 of the second), then the GPU is lost.
+  UseNode("nvidia-t4x4", {{"DeviceGetUUID", {{"code", 15}, {"after", 5}}}});
+  loader::LoadedPlugin& plugin = Start();
   auto first = plugin.Discover();
   ASSERT_TRUE(first) << first.error();
-  EXPECT_EQ(published.Update("nvidia", first).groups.front().accelerators.size(), 4u);
+  ASSERT_EQ(runtime::CardCount(*first), 4u);
 
   auto second = plugin.Discover();
-  ASSERT_FALSE(second) << "a shortened list must not be reported as success";
-  EXPECT_EQ(second.failure().code, GPUSTACK_STATUS_INTERNAL);
-  EXPECT_NE(second.error().find("device 0: uuid: GPU is lost"), std::string::npos)
+  ASSERT_TRUE(second) << "one bad card must not fail the pass: " << second.error();
+  const std::vector<Card>& cards = second->front().cards;
+  ASSERT_EQ(cards.size(), 4u) << "the cards that stopped answering are still reported";
+  EXPECT_EQ(cards[0].health, Health::kHealthy);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(cards[i].id, first->front().cards[i].id) << "named as it was last read";
+    EXPECT_EQ(cards[i].health, Health::kUnhealthy);
+    EXPECT_EQ(cards[i].health_reason, "nvml: uuid: GPU is lost (15)");
+  }
+  auto snapshot = plugin.SampleMetrics({}, false);
+  ASSERT_TRUE(snapshot) << snapshot.error();
+  EXPECT_EQ(snapshot->devices[3].health, Health::kUnhealthy);
+  EXPECT_FALSE(snapshot->devices[3].memory_total_mib) << "nothing measured of a lost card";
+}
+
+TEST_F(VendorPluginTest, TheLastGoodResultStaysWhenTheLibraryFailsAsAWhole) {
+  UseNode("nvidia-t4x4", {{"DeviceGetCount", {{"code", 15}, {"after", 1}}}});
+  loader::LoadedPlugin& plugin = Start();
+  runtime::LastGoodDiscovery published;
+  auto first = plugin.Discover();
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(published.Update("nvidia", first).groups.front().cards.size(), 4u);
+  auto second = plugin.Discover();
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.code(), Code::kInternal);
+  EXPECT_NE(second.error().find("counting devices: GPU is lost"), std::string::npos)
       << second.error();
   const auto& entry = published.Update("nvidia", second);
   EXPECT_TRUE(entry.stale);
   ASSERT_EQ(entry.groups.size(), 1u);
-  EXPECT_EQ(entry.groups.front().accelerators.size(), 4u) << "the last good result is kept";
+  EXPECT_EQ(entry.groups.front().cards.size(), 4u) << "the last good result is kept";
 
   // A clean pass that finds nothing does remove them.
-  EXPECT_TRUE(published.Update("nvidia", std::vector<sdk::AcceleratorGroup>{}).groups.empty());
+  EXPECT_TRUE(published.Update("nvidia", std::vector<CardGroup>{}).groups.empty());
 }
 
-TEST_F(VendorPluginTest, AFailingMinorQueryFailsThePassInsteadOfDroppingTheCard) {
-  // Not "not supported" but an error: the card is there, so the list must not shrink.
+TEST_F(VendorPluginTest, ACardThatFailsItsFirstReadIsLeftOutAndTheOthersReported) {
+  // Not "not supported" but an error, on a card never read before: it cannot be named, so it is
+  // left out (the host then sees fewer cards than PCI functions); the other three are reported.
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 999}, {"after", 3}}}});
   auto groups = Start().Discover();
-  ASSERT_FALSE(groups);
-  EXPECT_NE(groups.error().find("device 3: minor number"), std::string::npos) << groups.error();
+  ASSERT_TRUE(groups) << groups.error();
+  ASSERT_EQ(groups->front().cards.size(), 3u);
+  for (const Card& c : groups->front().cards) EXPECT_EQ(c.health, Health::kHealthy);
+}
+
+TEST_F(VendorPluginTest, GrantsNameTheCardsAndCarryASlicesBudget) {
+  UseNode("nvidia-a10g");
+  loader::LoadedPlugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const std::string uuid = groups->front().cards[0].id;
+  auto whole = plugin.Grant({"pod", "main", runtime::GrantMode::kExclusive, {uuid}});
+  ASSERT_TRUE(whole) << whole.error();
+  ASSERT_EQ(whole->size(), 1u);
+  EXPECT_EQ((*whole)[0].key, "NVIDIA_VISIBLE_DEVICES");
+  EXPECT_EQ((*whole)[0].value, uuid);
+  // ARCHITECTURE §5.6: 20 % of the A10G's 24560 MiB is 4912 MiB.
+  auto slice = plugin.Grant({"pod", "main", runtime::GrantMode::kSliced, {uuid}, 4912, 20});
+  ASSERT_TRUE(slice) << slice.error();
+  std::map<std::string, std::string> env;
+  for (const runtime::ContainerEdit& e : *slice) env[e.key] = e.value;
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4912m");
+  EXPECT_EQ(env.at("CUDA_DEVICE_SM_LIMIT"), "20");
+  auto nodes = plugin.ListDeviceNodes({});
+  ASSERT_TRUE(nodes) << nodes.error();
+  std::vector<std::string> paths;
+  for (const runtime::DeviceNode& n : *nodes) paths.push_back(n.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"nvidiactl", "nvidia-uvm", "nvidia0"}));
 }
 
 TEST_F(VendorPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 3}, {"after", 3}}}});
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().accelerators.size(), 3u);
-  EXPECT_EQ(groups->front().accelerators.back().physical_indexes, std::vector<uint32_t>{2});
+  ASSERT_EQ(groups->front().cards.size(), 3u);
+  EXPECT_EQ(groups->front().cards.back().physical_indexes, std::vector<uint32_t>{2});
 }
 
 TEST_F(VendorPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacements) {
   UseNode("nvidia-h100x8-mig-mixed");
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const auto& cards = groups->front().accelerators;
+  const auto& cards = groups->front().cards;
   ASSERT_EQ(cards.size(), 8u);
   for (size_t i = 0; i < cards.size(); ++i) {
     const bool mig = i < 3;
-    EXPECT_EQ(cards[i].partition_mode,
-              mig ? GPUSTACK_PARTITION_MODE_ENABLED : GPUSTACK_PARTITION_MODE_DISABLED);
+    EXPECT_EQ(cards[i].partition_mode, mig ? PartitionMode::kEnabled : PartitionMode::kDisabled);
     EXPECT_EQ(cards[i].logical_slice_count, mig ? 0u : 128u);
     EXPECT_EQ(cards[i].partition_profiles.size(), mig ? 6u : 0u);
   }
@@ -187,20 +238,20 @@ TEST_F(VendorPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlaceme
   // The driver's "1g.10gb+me" variant is not a resource name and is left out.
   EXPECT_EQ(names, (std::vector<std::string>{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb",
                                              "7g.80gb"}));
-  const sdk::PartitionProfile& three = cards[0].partition_profiles[3];
+  const ledger::PartitionProfile& three = cards[0].partition_profiles[3];
   EXPECT_EQ(three.memory_slices, 4u);
-  EXPECT_EQ(three.max_count, 2u);
+  EXPECT_EQ(three.count, 2u);
   ASSERT_EQ(three.placements.size(), 2u);
   EXPECT_EQ(three.placements[1].start, 4u);
 }
 
 TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   UseNode("nvidia-h100x8-mig-on");
-  loader::Plugin& plugin = Start();
+  loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().accelerators[0].id;
-  const std::string gpu7 = groups->front().accelerators[7].id;
+  const std::string gpu0 = groups->front().cards[0].id;
+  const std::string gpu7 = groups->front().cards[7].id;
 
   // The administrator's partition on GPU 7 is listed, with no owner.
   auto admin = plugin.ListPartitions(gpu7);
@@ -211,26 +262,26 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   EXPECT_EQ(admin->front().owner, "");
   auto refused = plugin.DestroyPartition({gpu7, admin->front().id, "pod-1/main"});
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
 
   auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
   ASSERT_TRUE(made) << made.error();
-  EXPECT_EQ(made->accelerator_id, gpu0);
+  EXPECT_EQ(made->card_id, gpu0);
   EXPECT_EQ(made->id.rfind("MIG-", 0), 0u) << made->id;
   EXPECT_EQ(made->owner, "pod-1/main");
 
   auto overlap = plugin.CreatePartition({gpu0, "1g.10gb", {2, 1}, "pod-2/main"});
   ASSERT_FALSE(overlap);
-  EXPECT_EQ(overlap.failure().code, GPUSTACK_STATUS_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(overlap.code(), Code::kResourceExhausted);
   auto illegal = plugin.CreatePartition({gpu0, "3g.40gb", {2, 4}, "pod-2/main"});
   ASSERT_FALSE(illegal);
-  EXPECT_EQ(illegal.failure().code, GPUSTACK_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(illegal.code(), Code::kInvalidArgument);
   auto unknown = plugin.CreatePartition({gpu0, "5g.50gb", {0, 4}, "pod-2/main"});
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
 
   // A second instance of the plugin (a restarted device manager) still knows the owner.
-  loader::Plugin& restarted = Start();
+  loader::LoadedPlugin& restarted = Start();
   auto listed = restarted.ListPartitions(gpu0);
   ASSERT_TRUE(listed) << listed.error();
   ASSERT_EQ(listed->size(), 1u);
@@ -239,14 +290,14 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
 
   auto wrong_owner = restarted.DestroyPartition({gpu0, made->id, "pod-2/main"});
   ASSERT_FALSE(wrong_owner);
-  EXPECT_EQ(wrong_owner.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(wrong_owner.code(), Code::kFailedPrecondition);
   ASSERT_TRUE(restarted.DestroyPartition({gpu0, made->id, "pod-1/main"}));
   auto after = restarted.ListPartitions(gpu0);
   ASSERT_TRUE(after) << after.error();
   EXPECT_TRUE(after->empty());
   auto gone = restarted.DestroyPartition({gpu0, made->id, "pod-1/main"});
   ASSERT_FALSE(gone);
-  EXPECT_EQ(gone.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+  EXPECT_EQ(gone.code(), Code::kNotFound);
   // The placement is free again.
   EXPECT_TRUE(restarted.CreatePartition({gpu0, "7g.80gb", {0, 8}, "pod-3/main"}));
 }
@@ -268,10 +319,10 @@ struct AdminNvml {
 TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenForOurs) {
   namespace nv = support::nvml;
   UseNode("nvidia-h100x8-mig-on");
-  loader::Plugin& plugin = Start();
+  loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().accelerators[0].id;
+  const std::string gpu0 = groups->front().cards[0].id;
   auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
   ASSERT_TRUE(made) << made.error();
 
@@ -320,42 +371,42 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
   EXPECT_EQ(listed->front().owner, "") << "the administrator's partition is not ours";
   auto refused = plugin.DestroyPartition({gpu0, listed->front().id, "pod-1/main"});
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
 }
 
 TEST_F(VendorPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
   UseNode("nvidia-h100x8-mig-mixed");
-  loader::Plugin& plugin = Start();
+  loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  auto made = plugin.CreatePartition({groups->front().accelerators[5].id, "1g.10gb", {0, 1}, "p"});
+  auto made = plugin.CreatePartition({groups->front().cards[5].id, "1g.10gb", {0, 1}, "p"});
   ASSERT_FALSE(made);
-  EXPECT_EQ(made.failure().code, GPUSTACK_STATUS_FAILED_PRECONDITION);
+  EXPECT_EQ(made.code(), Code::kFailedPrecondition);
   EXPECT_NE(made.error().find("not in partition (MIG) mode"), std::string::npos) << made.error();
 }
 
 TEST_F(VendorPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   UseNode("nvidia-t4x4", {{"DeviceGetPowerUsage", {{"code", 3}}}});
-  loader::Plugin& plugin = Start();
-  auto snapshot = plugin.SampleMetrics({{}, true});
+  loader::LoadedPlugin& plugin = Start();
+  auto snapshot = plugin.SampleMetrics({}, true);
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->devices.size(), 4u);
-  const sdk::DeviceSample& s = snapshot->devices[1];
+  const runtime::DeviceSample& s = snapshot->devices[1];
   EXPECT_EQ(s.memory_total_mib, 15360.0);
   EXPECT_EQ(s.memory_used_mib, 400.0);  // 300 + 1 x 100 in the fixture
   EXPECT_NEAR(*s.memory_utilization_percent, 100.0 * 400 / 15360, 1e-9);
   EXPECT_EQ(s.cores_utilization_percent, 10.0);
   EXPECT_EQ(s.temperature_celsius, 41.0);
   EXPECT_FALSE(s.power_watts.has_value()) << "not measured is absent, never zero";
-  EXPECT_EQ(s.health, GPUSTACK_HEALTH_HEALTHY);
+  EXPECT_EQ(s.health, Health::kHealthy);
   ASSERT_EQ(snapshot->processes.size(), 4u);
   EXPECT_EQ(snapshot->processes[1].pid, 4001u);
   EXPECT_EQ(snapshot->processes[1].memory_used_mib, 200.0);
   EXPECT_EQ(snapshot->processes[1].cores_utilization_percent, 10.0);
 
-  auto unknown = plugin.SampleMetrics({{"GPU-nope"}, false});
+  auto unknown = plugin.SampleMetrics({"GPU-nope"}, false);
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.failure().code, GPUSTACK_STATUS_NOT_FOUND);
+  EXPECT_EQ(unknown.code(), Code::kNotFound);
 }
 
 TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
@@ -366,7 +417,7 @@ TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
   fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
   std::ofstream(fixture_copy_) << scenario.dump();
   ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_copy_.c_str(), 1);
-  auto snapshot = Start().SampleMetrics({{}, true});
+  auto snapshot = Start().SampleMetrics({}, true);
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->processes.size(), 4u);
   EXPECT_FALSE(snapshot->processes[1].memory_used_mib.has_value());
@@ -375,10 +426,11 @@ TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
 
 TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
   UseNode("thead-ppu-zw810ex2");
-  loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so", "thead");
+  loader::LoadedPlugin& plugin =
+      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so", "thead");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const auto& cards = groups->front().accelerators;
+  const auto& cards = groups->front().cards;
   ASSERT_EQ(cards.size(), 2u);
   // The driver reports minors 1 and 2; the card nodes are /dev/alixpu_ppu0 and 1.
   EXPECT_EQ(cards[0].physical_indexes, std::vector<uint32_t>{0});
@@ -399,31 +451,32 @@ TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesB
 
 TEST_F(VendorPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
   UseNode("iluvatar-bi-v150x2");
-  loader::Plugin& plugin = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libixml.so", "iluvatar");
+  loader::LoadedPlugin& plugin =
+      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libixml.so", "iluvatar");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().accelerators.size(), 2u);
+  ASSERT_EQ(groups->front().cards.size(), 2u);
   EXPECT_EQ(groups->front().cores, 0u) << "not reported by this library: left unknown";
   auto partitions = plugin.ListPartitions("");
   ASSERT_FALSE(partitions);
-  EXPECT_EQ(partitions.failure().code, GPUSTACK_STATUS_UNIMPLEMENTED);
+  EXPECT_EQ(partitions.code(), Code::kUnimplemented);
 }
 
 TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
   UseNode("amd-mi210x2");
-  loader::Plugin& plugin =
+  loader::LoadedPlugin& plugin =
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const sdk::AcceleratorGroup& g = groups->front();
+  const CardGroup& g = groups->front();
   EXPECT_EQ(g.product, "AMD Instinct MI210");
   EXPECT_EQ(g.cores, 104u);  // 208 SIMDs / 2 per CU
   EXPECT_EQ(g.compute_capability, "gfx90a");
   EXPECT_EQ(g.family, "CDNA2");
-  ASSERT_EQ(g.accelerators.size(), 2u);
-  EXPECT_EQ(g.accelerators[1].physical_indexes, (std::vector<uint32_t>{2, 129}));
+  ASSERT_EQ(g.cards.size(), 2u);
+  EXPECT_EQ(g.cards[1].physical_indexes, (std::vector<uint32_t>{2, 129}));
 
-  auto snapshot = plugin.SampleMetrics({{}, true});
+  auto snapshot = plugin.SampleMetrics({}, true);
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->devices.size(), 2u);
   EXPECT_EQ(snapshot->devices[0].temperature_celsius, 46.0);
@@ -431,12 +484,12 @@ TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
   // pid 9100 spans both cards: ROCm SMI cannot split its VRAM, so it is not measured per card;
   // pid 9101 runs on card 1 alone.
   ASSERT_EQ(snapshot->processes.size(), 3u);
-  for (const sdk::ProcessSample& p : snapshot->processes) {
+  for (const runtime::ProcessSample& p : snapshot->processes) {
     if (p.pid == 9100) {
       EXPECT_FALSE(p.memory_used_mib.has_value());
     } else {
       EXPECT_EQ(p.pid, 9101u);
-      EXPECT_EQ(p.accelerator_id, g.accelerators[1].id);
+      EXPECT_EQ(p.card_id, g.cards[1].id);
       EXPECT_EQ(p.memory_used_mib, 1024.0);
     }
   }
@@ -447,7 +500,7 @@ TEST_F(VendorPluginTest, AmdCardWithoutDrmNodesIsSkipped) {
   auto groups =
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd").Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().accelerators.size(), 1u) << "a card without a unique id is skipped";
+  ASSERT_EQ(groups->front().cards.size(), 1u) << "a card without a unique id is skipped";
 }
 
 }  // namespace
@@ -476,7 +529,7 @@ class EveryVendor : public ::testing::TestWithParam<VendorCase> {
     ::unsetenv("GPUSTACK_FAKE_FIXTURE");
   }
   // Starts the plugin on its node, with `errors` injected into its fake library.
-  std::unique_ptr<loader::Plugin> Start(const nlohmann::json& errors) {
+  std::unique_ptr<loader::LoadedPlugin> Start(const nlohmann::json& errors) {
     const VendorCase& c = GetParam();
     std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/" + c.node + ".json");
     nlohmann::json scenario = nlohmann::json::parse(in);
@@ -488,12 +541,10 @@ class EveryVendor : public ::testing::TestWithParam<VendorCase> {
     auto inventory = pci::Scan(
         {std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {"02", "03", "0b", "12"}});
     EXPECT_TRUE(inventory) << inventory.error();
-    auto manifest =
-        loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
-    EXPECT_TRUE(manifest) << manifest.error();
-    auto loaded = loader::Load(*manifest, {});
+    auto loaded =
+        loader::LoadFromManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
     EXPECT_TRUE(loaded) << loaded.error();
-    std::unique_ptr<loader::Plugin> plugin = std::move(loaded).value();
+    std::unique_ptr<loader::LoadedPlugin> plugin = std::move(loaded).value();
     auto init = plugin->Init(
         {{"library_path", std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/" + c.library},
          {"state_dir", (std::filesystem::temp_directory_path() / "every-vendor-state").string()}},
@@ -504,23 +555,19 @@ class EveryVendor : public ::testing::TestWithParam<VendorCase> {
   std::string fixture_;
 };
 
-size_t Cards(const std::vector<sdk::AcceleratorGroup>& groups) {
-  size_t n = 0;
-  for (const auto& g : groups) n += g.accelerators.size();
-  return n;
-}
+size_t Cards(const std::vector<CardGroup>& groups) { return runtime::CardCount(groups); }
 
 TEST_P(EveryVendor, DiscoversAndSamplesEveryCard) {
   auto plugin = Start(nullptr);
   auto groups = plugin->Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_GT(Cards(*groups), 0u);
-  auto snapshot = plugin->SampleMetrics({{}, true});
+  auto snapshot = plugin->SampleMetrics({}, true);
   ASSERT_TRUE(snapshot) << snapshot.error();
   EXPECT_EQ(snapshot->devices.size(), Cards(*groups));
-  for (const sdk::DeviceSample& s : snapshot->devices) {
-    EXPECT_TRUE(s.memory_total_mib.has_value()) << s.accelerator_id;
-    EXPECT_TRUE(s.memory_used_mib.has_value()) << s.accelerator_id;
+  for (const runtime::DeviceSample& s : snapshot->devices) {
+    EXPECT_TRUE(s.memory_total_mib.has_value()) << s.card_id;
+    EXPECT_TRUE(s.memory_used_mib.has_value()) << s.card_id;
   }
 }
 
@@ -528,17 +575,57 @@ TEST_P(EveryVendor, InitFailureIsUnavailable) {
   auto plugin = Start({{GetParam().init, {{"code", 9}}}});
   auto groups = plugin->Discover();
   ASSERT_FALSE(groups);
-  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE) << groups.error();
+  EXPECT_EQ(groups.code(), Code::kUnavailable) << groups.error();
   EXPECT_NE(groups.error().find("initialization failed"), std::string::npos) << groups.error();
 }
 
-TEST_P(EveryVendor, AQueryFailingMidEnumerationFailsTheWholePass) {
-  // The first card reads fine, the second does not: never a silently shortened list.
-  auto plugin = Start({{GetParam().per_device, {{"code", 2}, {"after", 1}}}});
+TEST_P(EveryVendor, OneCardFailingAQueryIsReportedUnhealthyAndTheOthersStay) {
+  size_t cards = 0;
+  {
+    auto clean = Start(nullptr);
+    auto groups = clean->Discover();
+    ASSERT_TRUE(groups) << groups.error();
+    cards = Cards(*groups);
+    ASSERT_GE(cards, 2u);
+  }
+  // The first pass reads every card; in the second, card 0 answers and the rest do not.
+  auto plugin = Start({{GetParam().per_device, {{"code", 2}, {"after", cards + 1}}}});
+  auto first = plugin->Discover();
+  ASSERT_TRUE(first) << first.error();
+  auto second = plugin->Discover();
+  ASSERT_TRUE(second) << "one bad card must not fail the pass: " << second.error();
+  ASSERT_EQ(Cards(*second), cards);
+  std::vector<Card> flat;
+  for (const CardGroup& g : *second) flat.insert(flat.end(), g.cards.begin(), g.cards.end());
+  EXPECT_NE(flat[0].health, Health::kUnhealthy);
+  for (size_t i = 1; i < flat.size(); ++i) {
+    EXPECT_EQ(flat[i].health, Health::kUnhealthy) << flat[i].id;
+    EXPECT_FALSE(flat[i].health_reason.empty()) << flat[i].id;
+  }
+}
+
+TEST_P(EveryVendor, GrantsAndDeviceNodesCoverEveryCard) {
+  auto plugin = Start(nullptr);
   auto groups = plugin->Discover();
-  ASSERT_FALSE(groups) << "a pass that lost a card reported " << Cards(*groups) << " cards";
-  EXPECT_NE(groups.failure().code, GPUSTACK_STATUS_OK);
-  EXPECT_FALSE(groups.error().empty());
+  ASSERT_TRUE(groups) << groups.error();
+  auto nodes = plugin->ListDeviceNodes({});
+  ASSERT_TRUE(nodes) << nodes.error();
+  for (const CardGroup& g : *groups) {
+    for (const Card& c : g.cards) {
+      auto edits = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {c.id}});
+      ASSERT_TRUE(edits) << c.id << ": " << edits.error();
+      EXPECT_FALSE(edits->empty()) << c.id;
+      EXPECT_TRUE(std::any_of(nodes->begin(), nodes->end(),
+                              [&](const runtime::DeviceNode& n) { return n.card_id == c.id; }))
+          << c.id << " has no device node";
+    }
+  }
+  auto none = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {}});
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.code(), Code::kInvalidArgument);
+  auto unknown = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {"NOPE"}});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.code(), Code::kNotFound);
 }
 
 TEST_P(EveryVendor, MissingLibraryOnANodeWithTheDevicesIsUnavailable) {
@@ -546,14 +633,13 @@ TEST_P(EveryVendor, MissingLibraryOnANodeWithTheDevicesIsUnavailable) {
   auto inventory = pci::Scan(
       {std::string(GPUSTACK_NODE_TREES_DIR) + "/" + c.node + "/sys", {"02", "03", "0b", "12"}});
   ASSERT_TRUE(inventory) << inventory.error();
-  auto manifest = loader::ReadManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
-  ASSERT_TRUE(manifest) << manifest.error();
-  auto loaded = loader::Load(*manifest, {});
+  auto loaded =
+      loader::LoadFromManifest(std::string(GPUSTACK_PLUGIN_DIR) + "/" + c.plugin + ".json");
   ASSERT_TRUE(loaded) << loaded.error();
   ASSERT_TRUE((*loaded)->Init({{"library_path", "/nonexistent/" + c.library}}, *inventory));
   auto groups = (*loaded)->Discover();
   ASSERT_FALSE(groups);
-  EXPECT_EQ(groups.failure().code, GPUSTACK_STATUS_UNAVAILABLE);
+  EXPECT_EQ(groups.code(), Code::kUnavailable);
   EXPECT_NE(groups.error().find("/nonexistent/" + c.library), std::string::npos) << groups.error();
 }
 

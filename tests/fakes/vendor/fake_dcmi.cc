@@ -26,6 +26,7 @@ constexpr int kNotReady = -8012;
 struct State {
   std::mutex mu;
   bool loaded = false;
+  std::string fixture_text;  // the scenario loaded
   json section;
   fake::Injector injector;
 } g;
@@ -55,7 +56,9 @@ void CopyBytes(const std::string& value, unsigned char* out, size_t size) {
 
 EXPORT int dcmi_init() {
   std::lock_guard<std::mutex> lock(g.mu);
-  if (!g.loaded) {
+  if (std::string text = fake::FixtureText(); !g.loaded || text != g.fixture_text) {
+    g.loaded = false;
+    g.fixture_text = std::move(text);
     if (!fake::LoadSection("dcmi", &g.section)) return kNotReady;
     if (!g.section.contains("devices")) g.section["devices"] = json::array();
     g.injector.Reset(g.section);

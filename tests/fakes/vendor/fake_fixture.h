@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -26,6 +27,15 @@ inline bool LoadSection(const char* section, nlohmann::json* out) {
   if (all.is_discarded()) return false;
   if (all.contains(section)) *out = all[section];
   return true;
+}
+
+// What the fixture file holds now: a library that initializes once per process (DCMI, mxSml)
+// re-reads its section when this changes, so one test process can run several scenarios.
+inline std::string FixtureText() {
+  const char* path = std::getenv("GPUSTACK_FAKE_FIXTURE");
+  if (path == nullptr || *path == '\0') return {};
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 class Injector {

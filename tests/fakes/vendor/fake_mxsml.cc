@@ -22,6 +22,7 @@ constexpr mx::Return kInvalidDeviceId = 6;
 struct State {
   std::mutex mu;
   bool loaded = false;
+  std::string fixture_text;  // the scenario loaded
   json section;
   fake::Injector injector;
 } g;
@@ -46,7 +47,9 @@ void Copy(const std::string& value, char* out, size_t size) {
 // mxSml has no shutdown: initialization is once per process, as the real library's is.
 EXPORT mx::Return mxSmlInit() {
   std::lock_guard<std::mutex> lock(g.mu);
-  if (!g.loaded) {
+  if (std::string text = fake::FixtureText(); !g.loaded || text != g.fixture_text) {
+    g.loaded = false;
+    g.fixture_text = std::move(text);
     if (!fake::LoadSection("mxsml", &g.section)) return kFailure;
     if (!g.section.contains("devices")) g.section["devices"] = json::array();
     g.injector.Reset(g.section);
