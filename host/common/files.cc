@@ -1,7 +1,7 @@
 #include "host/common/files.h"
 
 #include <sys/stat.h>
-#include <gpustack/read_file.hpp>
+#include <gpustack/small_file.hpp>
 
 #include <cerrno>
 #include <cstring>
@@ -11,9 +11,10 @@ namespace gpustack {
 Result<std::string> ReadSmallFile(const std::filesystem::path& path, size_t max_bytes,
                                   std::string_view what) {
   std::string why;
-  auto text = sdk::ReadSmallFile(path.string(), max_bytes, &why);
+  int error_number = 0;
+  auto text = sdk::ReadSmallFile(path.string(), max_bytes, &why, &error_number);
   if (text) return std::move(*text);
-  const bool missing = why == std::strerror(ENOENT);
+  const bool missing = error_number == ENOENT;
   return Error{std::string(what) + " " + path.string() + ": " + why,
                missing ? Code::kNotFound : Code::kInvalidArgument};
 }

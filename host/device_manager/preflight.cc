@@ -7,6 +7,7 @@
 
 #include "host/common/files.h"
 #include "host/common/text.h"
+#include "host/runtime/node_config.h"
 
 namespace gpustack::device_manager {
 namespace {
@@ -55,7 +56,7 @@ PreflightCheck LibraryCheck(const PluginStatus& p) {
     check.detail = std::string(StateName(p.state)) + (p.error ? ": " + p.error->message : "");
     if (p.state == PluginState::kQuarantined) {
       check.fix = "install a fixed plugin (or remove its quarantine entry to try it again)";
-    } else if (p.error && p.error->reason == "library_path") {
+    } else if (p.error && p.error->reason == runtime::kLibraryPathSetting) {
       check.fix =
           "point library_path at the vendor's management library, or unset it to use "
           "the plugin's default search";

@@ -162,12 +162,12 @@ ResolvedSettings SettingsFor(const NodeConfig& config, const std::string& plugin
   if (auto it = config.plugin_settings.find(plugin_name); it != config.plugin_settings.end()) {
     out.settings = it->second;
   }
-  if (auto it = out.settings.find("library_path");
+  if (auto it = out.settings.find(kLibraryPathSetting);
       it != out.settings.end() && !it->second.empty()) {
     out.library_source = "node config plugins." + plugin_name + ".config.library_path";
   } else if (const std::string variable = LibraryVariable(plugin_name);
              env && !env(variable).empty()) {
-    out.settings["library_path"] = env(variable);
+    out.settings[kLibraryPathSetting] = env(variable);
     out.library_source = variable;
   }
   return out;

@@ -71,6 +71,9 @@ EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
 // The name of the variable that overrides a plugin's library: GPUSTACK_NVIDIA_LIBRARY.
 std::string LibraryVariable(const std::string& plugin_name);
 
+// The one setting the host applies for every plugin (and the Error::reason of its refusals).
+inline constexpr char kLibraryPathSetting[] = "library_path";
+
 struct ResolvedSettings {
   PluginSettings settings;
   std::string library_source;  // where library_path came from ("node config ...", the variable)

@@ -259,18 +259,18 @@ Status NodeRuntime::StartOne(const PluginCandidate& candidate, PluginStatus& sta
   }
   // library_path: the one setting the host applies for every plugin, under the plugins' rules.
   ResolvedSettings resolved = SettingsFor(options_.config, name, options_.env);
-  if (auto it = resolved.settings.find("library_path"); it != resolved.settings.end()) {
+  if (auto it = resolved.settings.find(kLibraryPathSetting); it != resolved.settings.end()) {
     const std::string& path = it->second;
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
       return Error{
           "library_path " + path + " (from " + resolved.library_source + ") does not exist",
-          Code::kNotFound, 0, "library_path"};
+          Code::kNotFound, 0, kLibraryPathSetting};
     }
     if (auto trusted = CheckTrusted(path, options_.trusted_uid); !trusted) {
       return Error{"library_path " + path + " (from " + resolved.library_source +
                        ") refused: " + trusted.error(),
-                   Code::kFailedPrecondition, 0, "library_path"};
+                   Code::kFailedPrecondition, 0, kLibraryPathSetting};
     }
   }
   const WatchdogOptions watchdog{options_.hook_deadline, journal_, candidate.library_path,

@@ -1,12 +1,7 @@
 #include "host/runtime/quarantine.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <gpustack/small_file.hpp>
 #include <nlohmann/json.hpp>
-
-#include <cerrno>
-#include <cstring>
 
 namespace gpustack::runtime {
 namespace {
@@ -30,13 +25,15 @@ Status QuarantineStore::Load() {
   for (const json& e : doc["plugins"]) {
     if (!e.is_object()) continue;
     // A field of the wrong type (an administrator's edit) drops that entry, loudly, not the host.
-    const bool typed =
-        e.value("plugin", json("")).is_string() && e.value("library", json("")).is_string() &&
-        e.value("device", json(0)).is_number_unsigned() &&
-        e.value("inode", json(0)).is_number_unsigned() &&
-        e.value("size", json(0)).is_number_unsigned() &&
-        e.value("mtimeNs", json(0)).is_number_integer() && e.value("hook", json("")).is_string() &&
-        e.value("reason", json("")).is_string() && e.value("since", json("")).is_string();
+    auto is = [&](const char* key, bool (json::*type)() const noexcept) {
+      return !e.contains(key) || (e[key].*type)();
+    };
+    const bool typed = is("plugin", &json::is_string) && is("library", &json::is_string) &&
+                       is("device", &json::is_number_unsigned) &&
+                       is("inode", &json::is_number_unsigned) &&
+                       is("size", &json::is_number_unsigned) &&
+                       is("mtimeNs", &json::is_number_integer) && is("hook", &json::is_string) &&
+                       is("reason", &json::is_string) && is("since", &json::is_string);
     if (!typed) {
       bad += (bad.empty() ? "" : ", ") + e.dump();
       continue;
@@ -74,29 +71,11 @@ Status QuarantineStore::Save() const {
                        {"reason", e.reason},
                        {"since", e.since}});
   }
-  const std::filesystem::path temporary = file_.string() + ".tmp." + std::to_string(::getpid());
-  {
-    // 0600 whatever the umask: whoever can write this list can lift a quarantine.
-    const int fd =
-        ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-      return Error{"cannot write " + temporary.string() + ": " + std::strerror(errno),
-                   Code::kUnavailable};
-    }
-    const std::string text = json{{"plugins", plugins}}.dump(2) + "\n";
-    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    const int error = errno;
-    ::close(fd);
-    if (!written) {
-      ::unlink(temporary.c_str());
-      return Error{"cannot write " + temporary.string() + ": " + std::strerror(error),
-                   Code::kUnavailable};
-    }
+  // 0600: whoever can write this list can lift a quarantine.
+  std::string why;
+  if (!sdk::ReplaceSmallFile(file_.string(), json{{"plugins", plugins}}.dump(2) + "\n", &why)) {
+    return Error{"quarantine list: " + why, Code::kUnavailable};
   }
-  std::error_code ec;
-  std::filesystem::rename(temporary, file_, ec);
-  if (ec)
-    return Error{"cannot replace " + file_.string() + ": " + ec.message(), Code::kUnavailable};
   return Ok{};
 }
 

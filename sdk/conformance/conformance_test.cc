@@ -9,7 +9,7 @@
 #include <gpustack/client/manifest.hpp>
 #include <gpustack/client/plugin.hpp>
 #include <gpustack/plugin_types.hpp>
-#include <gpustack/read_file.hpp>
+#include <gpustack/small_file.hpp>
 
 #include <gtest/gtest.h>
 

@@ -280,6 +280,17 @@ TEST(NodeRuntime, APluginThatCrashedTheLastProcessIsQuarantinedUntilItsFileChang
                      "acme")
                 .state,
             PluginState::kQuarantined);
+  // A file that cannot be looked at now (mid-upgrade) keeps it off, and its entry.
+  fs::rename(library, library.string() + ".moved");
+  EXPECT_EQ(StatusOf(OpenRuntime(options, {{CandidateOf(*acme, library.string()), acme}})->Report(),
+                     "acme")
+                .state,
+            PluginState::kQuarantined);
+  fs::rename(library.string() + ".moved", library);
+  EXPECT_EQ(StatusOf(OpenRuntime(options, {{CandidateOf(*acme, library.string()), acme}})->Report(),
+                     "acme")
+                .state,
+            PluginState::kQuarantined);
   // A new file lifts it.
   std::ofstream(library) << "version 2, fixed";
   auto fixed = OpenRuntime(options, {{CandidateOf(*acme, library.string()), acme}});
@@ -347,6 +358,46 @@ TEST(NodeRuntime, HealthEventsReachThePublishedCardsAndTheSpec) {
   EXPECT_EQ(card.health, Health::kUnhealthy);
   EXPECT_EQ(card.health_reason, "XID 79");
   EXPECT_TRUE(report.spec->groups[0].accelerators[1].unhealthy);
+}
+
+TEST(NodeRuntime, APluginAnsweringHealthPollsAtOnceIsNotPolledFlatOut) {
+  // The fake answers "nothing" after 20 ms whatever the timeout: polled back to back, that is 25
+  // polls in half a second; waited out to the 100 ms timeout, about 5.
+  Node node;
+  node.AddPci(0x1234, 1);
+  auto acme = MakeScript("acme", 0x1234, 1);
+  acme->identity.capabilities.health_events = true;
+  auto runtime = OpenRuntime(node.Options(), {{CandidateOf(*acme), acme}});
+  runtime->Discover();
+  const int before = acme->calls;
+  runtime->StartHealthLoop(std::chrono::milliseconds(100), nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  runtime->StopHealthLoop();
+  EXPECT_LE(acme->calls - before, 10);
+  EXPECT_GE(acme->calls - before, 1);
+}
+
+TEST(NodeRuntime, AHealthPollThatHangsShowsThePluginHungAtOnce) {
+  Node node;
+  node.AddPci(0x1234, 1);
+  auto acme = MakeScript("acme", 0x1234, 1);
+  acme->identity.capabilities.health_events = true;
+  RuntimeOptions options = node.Options();
+  options.hook_deadline = std::chrono::milliseconds(100);
+  auto runtime = OpenRuntime(options, {{CandidateOf(*acme), acme}});
+  runtime->Discover();
+  acme->delays[Hook::kPollHealthEvents] = std::chrono::minutes(10);
+  runtime->StartHealthLoop(std::chrono::milliseconds(50), nullptr);
+  PluginState state = PluginState::kRunning;
+  for (int i = 0; i < 300 && state != PluginState::kHung; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state = StatusOf(runtime->Report(), "acme").state;
+  }
+  EXPECT_EQ(state, PluginState::kHung) << "without waiting for the next discovery";
+  EXPECT_FALSE(runtime->Report().ok());
+  runtime->StopHealthLoop();
+  runtime.reset();
+  acme->release = true;
 }
 
 TEST(NodeRuntime, APluginThatHangsAtInitIsReportedAndTheOthersRun) {

@@ -1,12 +1,14 @@
 #include "gpustack_support/ownership_store.h"
 
+#include <gpustack/small_file.hpp>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,6 +16,7 @@ namespace gpustack::support {
 namespace {
 
 constexpr std::string_view kHeader = "gpustack-partition-owners v1";
+constexpr size_t kMaxBytes = 16 << 20;  // a record per partition: far more than any node has
 
 [[noreturn]] void Fail(const std::filesystem::path& path, std::string_view what) {
   throw std::runtime_error("partition ownership file " + path.string() + ": " + std::string(what));
@@ -33,11 +36,15 @@ bool ValidOwnerTag(std::string_view owner) {
 
 std::vector<OwnershipRecord> OwnershipStore::Load() const {
   std::vector<OwnershipRecord> records;
-  std::ifstream in(file_);
-  if (!in) {
-    if (errno == ENOENT || !std::filesystem::exists(file_)) return records;
-    Fail(file_, std::strerror(errno));
+  std::string why;
+  int error_number = 0;
+  const std::optional<std::string> text =
+      sdk::ReadSmallFile(file_.string(), kMaxBytes, &why, &error_number);
+  if (!text) {
+    if (error_number == ENOENT) return records;
+    Fail(file_, why);
   }
+  std::istringstream in(*text);
   std::string line;
   if (!std::getline(in, line) || line != kHeader) Fail(file_, "not an ownership file (bad header)");
   int number = 1;
@@ -90,26 +97,9 @@ void OwnershipStore::Update(
     out << r.card_id << ' ' << r.instance << ' ' << r.partition_id << ' ' << r.profile << ' '
         << r.start << ' ' << r.length << ' ' << r.owner << "\n";
   }
-  const std::string text = out.str();
-  const std::string temp = file_.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) Fail(file_, std::string("cannot write: ") + std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  const int saved = errno;
-  ::close(fd);
-  if (!written || ::rename(temp.c_str(), file_.c_str()) != 0) {
-    const int why = written ? errno : saved;
-    ::unlink(temp.c_str());
-    Fail(file_, std::string("cannot write: ") + std::strerror(why));
-  }
-  // The rename is durable only once the directory is: a power loss must not bring back a file
-  // without a new partition's record.
-  if (const int dir = ::open(file_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  // A power loss must not bring back a file without a new partition's record: flushed, renamed,
+  // and the directory flushed.
+  if (std::string why; !sdk::ReplaceSmallFile(file_.string(), out.str(), &why)) Fail(file_, why);
 }
 
 }  // namespace gpustack::support

@@ -1,13 +1,16 @@
 #include <gpustack_support/rocm_smi_api.h>
 #include <gpustack/plugin_util.hpp>
+#include <gpustack/small_file.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace gpustack::sdk {
 namespace {
@@ -118,6 +121,29 @@ TEST(ReadSmallFile, OnlyRegularFilesWithinTheCap) {
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
   EXPECT_EQ(ReadSmallFile((dir / "fifo").string(), 16, &why), std::nullopt);  // never blocks
   EXPECT_EQ(why, "not a regular file");
+  int error_number = 0;
+  EXPECT_EQ(ReadSmallFile((dir / "missing").string(), 16, &why, &error_number), std::nullopt);
+  EXPECT_EQ(error_number, ENOENT);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ReplaceSmallFile, ReplacesWholeAsOwnerOnlyAndSaysWhyNot) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("replace-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state").string();
+  std::ofstream(path) << "old contents, longer than the new ones";
+  const mode_t umask = ::umask(0);  // a permissive umask must not make the file writable by others
+  std::string why;
+  EXPECT_TRUE(ReplaceSmallFile(path, "new", &why)) << why;
+  ::umask(umask);
+  EXPECT_EQ(ReadSmallFile(path, 64), "new");
+  struct stat info {};
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << "no temporary left";
+  EXPECT_FALSE(ReplaceSmallFile((dir / "no-such-dir" / "state").string(), "x", &why));
+  EXPECT_NE(why.find("No such file or directory"), std::string::npos) << why;
   std::filesystem::remove_all(dir);
 }
 

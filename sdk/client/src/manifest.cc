@@ -1,5 +1,5 @@
 #include <gpustack/client/manifest.hpp>
-#include <gpustack/read_file.hpp>
+#include <gpustack/small_file.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -10,7 +10,7 @@
 //    unhealthy instead of hiding the others.
 //  - PCI helpers over the host's inventory: bus id spelling, topology (NUMA, CPU affinity, root
 //    port) and DRM node numbers from sysfs.
-//  - ReadFirstLine: a sysfs or /proc attribute through ReadSmallFile (gpustack/read_file.hpp),
+//  - ReadFirstLine: a sysfs or /proc attribute through ReadSmallFile (gpustack/small_file.hpp),
 //    which refuses anything but a regular file of bounded size.
 #ifndef GPUSTACK_PLUGIN_UTIL_HPP_
 #define GPUSTACK_PLUGIN_UTIL_HPP_
@@ -18,7 +18,7 @@
 #include <dlfcn.h>
 
 #include <gpustack/plugin.hpp>
-#include <gpustack/read_file.hpp>
+#include <gpustack/small_file.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -39,7 +39,7 @@
 namespace gpustack::sdk {
 
 // ---------------------------------------------------------------------------------------------
-// Small files (ReadSmallFile is in gpustack/read_file.hpp)
+// Small files (ReadSmallFile is in gpustack/small_file.hpp)
 
 // The first line of a small file, trailing whitespace removed; empty when unreadable.
 inline std::string ReadFirstLine(const std::string& path) {
