@@ -14,6 +14,7 @@ packages=(
   libssl-dev                # TLS (Kubernetes client, webhook and metrics servers)
   libpci-dev                # the host's PCI inventory
   libyaml-cpp-dev           # YAML output of detect and monitor
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # the kubelet gRPC APIs
   # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
   openssl curl python3 python3-yaml
   # its real node (scripts/testbed/kubelet.sh): container runtime, CNI, a static busybox image

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -21,6 +22,8 @@
 #include "host/device_manager/detect_report.h"
 #include "host/device_manager/monitor.h"
 #include "host/device_manager/preflight.h"
+#include "host/kube/client.h"
+#include "host/node/daemon.h"
 
 namespace {
 
@@ -209,6 +212,49 @@ int RunPreflight(NodeFlags& flags, const dm::PreflightOptions& preflight,
   return dm::AllPassed(checks) ? 0 : 1;
 }
 
+// Env switches of §10.2 that default to true: anything but false/0/no/off keeps them on.
+bool EnvSwitch(const std::string& name, bool fallback) {
+  std::string value = Env(name);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value.empty()) return fallback;
+  return !(value == "false" || value == "0" || value == "no" || value == "off");
+}
+
+int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
+  if (options.node_name.empty()) options.node_name = Env("KUBERNETES_NODE_NAME");
+  if (options.node_name.empty()) options.node_name = Env("NODE_NAME");
+  if (options.node_name.empty()) {
+    std::cerr << "error: serve needs the node's name: --node-name or KUBERNETES_NODE_NAME\n";
+    return kBadInput;
+  }
+  flags.options.node_name = options.node_name;
+  options.allocator.sliced_gate = EnvSwitch("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", true);
+  options.allocator.identify_by_kubelet =
+      EnvSwitch("GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET", true);
+  options.allocator.release_terminated = EnvSwitch("GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS", true);
+  if (!ResolveNodeFlags(flags)) return kBadInput;
+  if (!flags.state_dir.empty()) {
+    auto lock = gpustack::node::LockNode(std::filesystem::path(flags.state_dir) / "serve.lock");
+    if (!lock) {
+      std::cerr << "error: " << gpustack::Printable(lock.error()) << "\n";
+      return 1;
+    }
+  }
+  auto client = gpustack::kube::Client::FromEnvironment();
+  if (!client) {
+    std::cerr << "error: cannot reach the Kubernetes API: " << gpustack::Printable(client.error())
+              << "\n";
+    return kBadInput;
+  }
+  auto node = dm::OpenNode(flags.options);
+  if (!node) {
+    std::cerr << "error: " << gpustack::Printable(node.error()) << "\n";
+    return kBadInput;
+  }
+  ReportProblems((*node)->Report());
+  return gpustack::node::RunDaemon(**node, **client, options, g_stop);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,6 +329,38 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
+  CLI::App* serve = manager->add_subcommand(
+      "serve", "Run the node daemon: serve the kubelet, allocate, publish the node's Devices");
+  NodeFlags serve_flags;
+  AddNodeFlags(serve, serve_flags);
+  gpustack::node::DaemonOptions serve_options;
+  bool no_shared = false, no_sliced = false, no_partitioned = false;
+  double discover_period = 60, reconcile_period = 2;
+  std::string plugin_dir = serve_options.kubelet.device_plugin_dir.string();
+  std::string pod_resources = serve_options.pod_resources_socket.string();
+  serve->add_flag("--no-shared", no_shared, "Do not serve <base>.shared");
+  serve->add_flag("--no-sliced", no_sliced, "Do not serve <base>.sliced");
+  serve->add_flag("--no-partitioned", no_partitioned, "Do not serve <base>.partitioned");
+  serve
+      ->add_option("--device-plugin-dir", plugin_dir,
+                   "The kubelet's device-plugin directory (its kubelet.sock and our sockets)")
+      ->envname("GPUSTACK_DEVICE_PLUGIN_DIR")
+      ->capture_default_str();
+  serve
+      ->add_option("--pod-resources-socket", pod_resources,
+                   "The kubelet's pod-resources socket (empty: identify Pods from the apiserver "
+                   "only)")
+      ->envname("GPUSTACK_POD_RESOURCES_SOCKET")
+      ->capture_default_str();
+  serve->add_option("--discover-period", discover_period, "Seconds between discovery passes")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--reconcile-period", reconcile_period,
+                   "Seconds between passes that release what finished or deleted Pods hold")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -310,6 +388,19 @@ int main(int argc, char** argv) {
     // Ctrl-C is how a continuous monitor ends: not a failure.
     const int status = RunMonitor(monitor_flags, monitor_output, interval, count, processes);
     return count == 0 && g_signal == SIGINT ? status : Finish(status);
+  }
+  if (serve->parsed()) {
+    serve_options.families = {!no_shared, !no_sliced, !no_partitioned};
+    serve_options.kubelet.device_plugin_dir = plugin_dir;
+    serve_options.pod_resources_socket = pod_resources;
+    serve_options.discover_period =
+        std::chrono::milliseconds(static_cast<int64_t>(std::llround(discover_period * 1000)));
+    serve_options.reconcile_period =
+        std::chrono::milliseconds(static_cast<int64_t>(std::llround(reconcile_period * 1000)));
+    serve_options.node_name = serve_flags.options.node_name;
+    // SIGTERM is how a DaemonSet Pod stops: a clean stop, status 0.
+    const int status = RunServe(serve_flags, serve_options);
+    return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
   }
   if (preflight->parsed()) {
     return Finish(RunPreflight(preflight_flags, preflight_options, preflight_output));

@@ -149,6 +149,10 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
   for (const CardState& c : cards_) {
     if (c.group->manufacturer != r.manufacturer) continue;
     if (!r.group_id.empty() && c.group->id != r.group_id) continue;  // units fold per model
+    if (!r.cards.empty() &&
+        std::find(r.cards.begin(), r.cards.end(), c.card->id) == r.cards.end()) {
+      continue;
+    }
     if (const char* reason = Unavailable(c, r.family)) {
       note(c,
            [&] { return reason == kHeld ? std::string(kHeld) + " " + ModeName(c.mode) : reason; });

@@ -38,6 +38,9 @@ struct Request {
   uint32_t cores_percentage = 100;  // sliced
   std::string profile;              // partitioned: "3g.40gb"
   int64_t units = 0;                // sliced and partitioned: the folded credits
+  // Only these cards may take it (the kubelet's chosen devices, gate 3's pinned cards); empty:
+  // any card of the manufacturer and model.
+  std::vector<std::string> cards;
 };
 
 struct ContainerRequest {

@@ -465,6 +465,31 @@ SampleRound NodeRuntime::Sample(bool include_processes) {
   return round;
 }
 
+Result<PluginBackend*> NodeRuntime::BackendFor(const std::string& manufacturer) {
+  std::lock_guard lock(mutex_);
+  for (Running& r : running_) {
+    const PluginStatus& status = report_.plugins[r.status];
+    if (!status.identity || status.identity->manufacturer != manufacturer) continue;
+    if (r.backend->hung()) {
+      return Error{manufacturer + ": the plugin is hung: " + r.backend->hung_reason(),
+                   Code::kFailedPrecondition};
+    }
+    return static_cast<PluginBackend*>(r.backend.get());
+  }
+  return Error{manufacturer + ": no running plugin serves it", Code::kFailedPrecondition};
+}
+
+std::vector<PluginIdentity> NodeRuntime::RunningIdentities() const {
+  std::lock_guard lock(mutex_);
+  std::vector<PluginIdentity> identities;
+  for (const Running& r : running_) {
+    const PluginStatus& status = report_.plugins[r.status];
+    if (status.identity && status.state == PluginState::kRunning)
+      identities.push_back(*status.identity);
+  }
+  return identities;
+}
+
 Result<std::vector<DeviceNode>> NodeRuntime::DeviceNodes(const std::string& plugin) {
   GuardedBackend* backend = nullptr;
   {

@@ -128,6 +128,13 @@ class NodeRuntime {
   // The device nodes a running plugin's containers use.
   Result<std::vector<DeviceNode>> DeviceNodes(const std::string& plugin);
 
+  // The running plugin that serves `manufacturer`, behind its watchdog: grants, partitions and
+  // slices go through it. FAILED_PRECONDITION when none runs (hung plugins included). The pointer
+  // lives as long as the runtime.
+  Result<PluginBackend*> BackendFor(const std::string& manufacturer);
+  // The identities of the running plugins, in load order.
+  std::vector<PluginIdentity> RunningIdentities() const;
+
   // Runs `fn(ledger::NodeLedger&)` under the runtime's mutex.
   template <class Fn>
   auto WithLedger(Fn&& fn) {

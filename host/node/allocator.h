@@ -1,0 +1,135 @@
+// Gate 5 (reference §6.2): which container an Allocate serves, whether its request fits the cards
+// the kubelet offered, the charge in the node ledger, the plugin's grant, the partition it needs,
+// and the durable record on the Pod. One allocator serves every resource of every manufacturer
+// on the node; the kubelet front end (device_plugin.h) only translates.
+//
+// Safety: identify -> fit -> reserve run under one mutex with the ledger's, so two Allocates can
+// never take the same room; the Pod annotation is written before the kubelet gets an answer, and
+// a failure after reserving gives the charge back, so nothing is held that no record names.
+#ifndef GPUSTACK_HOST_NODE_ALLOCATOR_H_
+#define GPUSTACK_HOST_NODE_ALLOCATOR_H_
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "host/common/result.h"
+#include "host/ledger/ledger.h"
+#include "host/node/tokens.h"
+#include "host/runtime/node_runtime.h"
+
+namespace gpustack::node {
+
+using Json = nlohmann::json;
+
+// The Pod annotation that records what each container holds: {"<container>": <allocation>}.
+inline constexpr const char* kAllocatedAnnotation = "device.gpustack.ai/accelerator.allocated";
+
+// Where the allocator learns about Pods, and where it records them (the apiserver, the kubelet's
+// pod-resources API; an in-memory table in tests).
+class PodDirectory {
+ public:
+  virtual ~PodDirectory() = default;
+  // The Pods bound to this node, fresh (not from a cache that may lag the kubelet).
+  virtual Result<std::vector<Json>> PodsOnNode() = 0;
+  // "<namespace>/<name>/<container>" of every container the kubelet holds without a device of
+  // `resource` yet; nullopt when the kubelet cannot be asked.
+  virtual std::optional<std::set<std::string>> KubeletWaiting(const std::string& resource) = 0;
+  // Writes the allocation annotation `value` on the Pod (only this incarnation of it).
+  virtual Status Record(const Json& pod, const std::string& value) = 0;
+};
+
+struct AllocatorOptions {
+  bool sliced_gate = true;          // GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE
+  bool identify_by_kubelet = true;  // GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET
+  bool release_terminated = true;   // GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS
+};
+
+// One container's answer: the edits for the kubelet, and who got them.
+struct AllocateResult {
+  ledger::Owner owner;
+  std::string pod;  // "<namespace>/<name>"
+  std::vector<runtime::ContainerEdit> edits;
+};
+
+// The owner string a partition's ownership record carries: "<pod uid>/<container>".
+std::string OwnerTag(const ledger::Owner& owner);
+
+// The VRAM budget of a slice in MiB (ARCHITECTURE decision 6): floor(card MiB x P / 100) from a
+// percentage, else the MiB asked for, capped at the card.
+uint64_t SliceBudgetMib(const ledger::Request& request, uint64_t card_memory_mib);
+
+// Which of `pods` a kubelet Allocate of `count` devices of `resource` serves: containers asking
+// for exactly that many, not already holding an allocation, narrowed to those the kubelet says
+// it is waiting on (when it says), oldest Pod first, init containers before app containers.
+struct Candidate {
+  const Json* pod = nullptr;
+  std::string container;
+};
+std::vector<Candidate> Candidates(const std::vector<Json>& pods, const ServedResource& resource,
+                                  int64_t count, const ledger::NodeLedger& ledger,
+                                  const std::optional<std::set<std::string>>& kubelet_waiting);
+
+class Allocator {
+ public:
+  Allocator(runtime::NodeRuntime& runtime, PodDirectory& pods, AllocatorOptions options);
+
+  // The devices the kubelet should pick (GetPreferredAllocation): those the ledger would charge
+  // for the container this serves; the first available ones when it cannot tell.
+  std::vector<std::string> Prefer(const ServedResource& resource,
+                                  const std::vector<std::string>& available,
+                                  const std::vector<std::string>& must_include, size_t size);
+
+  // One container's Allocate. Errors carry gRPC-compatible codes: FAILED_PRECONDITION for a card
+  // held in another mode or a request that does not fit, INVALID_ARGUMENT for foreign ids,
+  // NOT_FOUND when no Pod waits for these devices.
+  Result<AllocateResult> Allocate(const ServedResource& resource,
+                                  const std::vector<std::string>& device_ids);
+
+  // Rebuilds the ledger's allocations from the Pods' annotations (after a restart); returns how
+  // many were restored. Allocations that cannot be restored are logged, never guessed.
+  size_t Restore(const std::vector<Json>& pods);
+
+  // Releases what Pods that are gone hold and what finished Pods give back; destroys partitions
+  // whose owner no longer holds them. `pods` is a list started at `listed_at`: allocations made
+  // after it are left alone (their Pods may be newer than the list). True when anything changed.
+  bool Reconcile(const std::vector<Json>& pods, std::chrono::steady_clock::time_point listed_at);
+
+  // Called (outside every lock) after the ledger changed: tokens and status are stale.
+  void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
+
+ private:
+  Result<AllocateResult> AllocateLocked(const ServedResource& resource,
+                                        const std::vector<std::string>& device_ids,
+                                        const std::vector<Json>& pods,
+                                        const std::optional<std::set<std::string>>& waiting,
+                                        const Json** pod_out);
+  Result<ledger::Request> RequestFor(const Json& pod, const std::string& container,
+                                     const ServedResource& resource,
+                                     const ledger::NodeLedger& ledger) const;
+  std::string AnnotationFor(const std::string& pod_uid) const;
+  void DestroyPartitions(const ledger::Allocation& allocation);
+  bool slices_are_objects(const std::string& manufacturer) const;
+
+  runtime::NodeRuntime& runtime_;
+  PodDirectory& pods_;
+  AllocatorOptions options_;
+  std::vector<ledger::ResourceKind> kinds_;  // of the running plugins
+  std::set<std::string> slice_objects_;      // manufacturers whose slices are driver objects
+  std::function<void()> on_change_;
+
+  std::mutex mutex_;  // identify -> fit -> reserve; the ledger's own mutex is taken inside
+  std::map<ledger::Owner, std::chrono::steady_clock::time_point> reserved_at_;
+  std::set<std::string> pending_destroy_;  // partition owners whose destroy failed: retried
+};
+
+}  // namespace gpustack::node
+
+#endif  // GPUSTACK_HOST_NODE_ALLOCATOR_H_

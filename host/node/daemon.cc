@@ -1,0 +1,132 @@
+#include "host/node/daemon.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "host/common/logging.h"
+#include "host/node/pod_directory.h"
+#include "host/node/publisher.h"
+
+namespace gpustack::node {
+namespace {
+
+// Sleeps up to `duration`, waking early on stop or when `wake` is set.
+void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop,
+         const std::atomic<bool>& wake) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (!stop && !wake && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+Result<int> LockNode(const std::filesystem::path& path) {
+  std::error_code ignored;
+  std::filesystem::create_directories(path.parent_path(), ignored);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Error{"cannot open " + path.string() + ": " + std::strerror(errno)};
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+    close(fd);
+    std::string holder(pid, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return Error{"another device-manager serve" + (holder.empty() ? "" : " (pid " + holder + ")") +
+                     " runs on this node: it holds " + path.string(),
+                 Code::kAlreadyExists};
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    Logger("daemon")->warn("cannot write the pid to {}", path.string());
+  }
+  return fd;
+}
+
+int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
+              const std::atomic<bool>& stop) {
+  auto log = Logger("daemon");
+  runtime.Discover();
+  std::vector<ServedResource> resources;
+  for (const runtime::PluginIdentity& id : runtime.RunningIdentities()) {
+    for (ServedResource& r : ResourcesOf(id, options.families)) resources.push_back(std::move(r));
+  }
+  if (resources.empty()) log->warn("no plugin runs on this node: nothing to serve to the kubelet");
+
+  KubePodDirectory pods(client, options.node_name, options.pod_resources_socket);
+  Allocator allocator(runtime, pods, options.allocator);
+  TokenBoard board(runtime, resources);
+  Publisher publisher(client, options.node_name);
+  std::atomic<bool> dirty{true};
+  allocator.set_on_change([&] {
+    board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
+    dirty = true;
+  });
+
+  // The ledger comes from the Pods' records, never from memory: no Allocate is answered before
+  // it is rebuilt, so a restart cannot hand out a card a running Pod holds.
+  for (int attempt = 0; !stop; ++attempt) {
+    const auto listed_at = std::chrono::steady_clock::now();
+    auto listed = pods.PodsOnNode();
+    if (listed) {
+      const size_t restored = allocator.Restore(*listed);
+      allocator.Reconcile(*listed, listed_at);
+      log->info("ledger rebuilt from {} pod(s): {} allocation(s) restored", listed->size(),
+                restored);
+      break;
+    }
+    log->warn("cannot list the pods on node {} (retrying): {}", options.node_name, listed.error());
+    Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop, dirty);
+  }
+  if (stop) return 0;
+  board.Refresh();
+
+  KubeletFrontEnd front(board, allocator, options.kubelet);
+  front.Start();
+  runtime.StartHealthLoop(options.health_poll, [&] { dirty = true; });
+
+  auto next_discovery = std::chrono::steady_clock::now() + options.discover_period;
+  auto next_reconcile = std::chrono::steady_clock::now();
+  std::atomic<bool> never{false};
+  while (!stop) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_discovery) {
+      runtime.Discover();
+      dirty = true;
+      next_discovery = now + options.discover_period;
+    }
+    if (now >= next_reconcile) {
+      const auto listed_at = std::chrono::steady_clock::now();
+      if (auto listed = pods.PodsOnNode()) {
+        allocator.Reconcile(*listed, listed_at);
+      } else {
+        log->warn("cannot list the pods on node {}: {}", options.node_name, listed.error());
+      }
+      next_reconcile = now + options.reconcile_period;
+    }
+    if (dirty.exchange(false)) {
+      board.Refresh();
+      const runtime::NodeReport report = runtime.Report();
+      const ledger::DevicesStatus status =
+          runtime.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
+      if (Status published = publisher.Publish(report, status); !published) {
+        log->warn("{} (retrying)", published.error());
+        dirty = true;
+        Nap(std::chrono::milliseconds(1000), stop, never);
+      }
+    }
+    Nap(std::chrono::milliseconds(200), stop, dirty);
+  }
+  log->info("stopping: unregistering from the kubelet");
+  runtime.StopHealthLoop();
+  board.Close();
+  front.Stop();
+  return 0;
+}
+
+}  // namespace gpustack::node

@@ -1,0 +1,43 @@
+// The node daemon (`gpustack-operator device-manager serve`): one process per node over the node
+// runtime. It rebuilds the ledger from the Pods' records, serves the kubelet, reconciles Pods
+// that finish or go away, re-discovers on a period and on health events, and publishes the
+// node's Devices object and labels. Leader-free: each node's daemon owns only its node.
+#ifndef GPUSTACK_HOST_NODE_DAEMON_H_
+#define GPUSTACK_HOST_NODE_DAEMON_H_
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "host/kube/client.h"
+#include "host/node/allocator.h"
+#include "host/node/device_plugin.h"
+#include "host/node/tokens.h"
+#include "host/runtime/node_runtime.h"
+
+namespace gpustack::node {
+
+struct DaemonOptions {
+  std::string node_name;
+  FamilySwitches families;
+  AllocatorOptions allocator;
+  KubeletOptions kubelet;
+  // The kubelet's pod-resources socket (<kubelet root>/pod-resources/kubelet.sock).
+  std::filesystem::path pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::chrono::milliseconds discover_period{60'000};
+  std::chrono::milliseconds reconcile_period{2'000};
+  std::chrono::milliseconds health_poll{1'000};
+};
+
+// One daemon per node: holds an exclusive lock on `path` for the life of the process (the fd is
+// kept open on purpose). ALREADY_EXISTS, naming the holder's pid, when another daemon has it.
+Result<int> LockNode(const std::filesystem::path& path);
+
+// Serves until `stop` turns true; returns the process exit status (0 after a clean stop).
+int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
+              const std::atomic<bool>& stop);
+
+}  // namespace gpustack::node
+
+#endif  // GPUSTACK_HOST_NODE_DAEMON_H_

@@ -1,0 +1,63 @@
+#include "host/node/pod_directory.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "host/common/logging.h"
+#include "proto/podresources.grpc.pb.h"
+
+namespace gpustack::node {
+
+KubePodDirectory::KubePodDirectory(kube::Client& client, std::string node_name,
+                                   std::filesystem::path pod_resources_socket)
+    : client_(client),
+      node_name_(std::move(node_name)),
+      pod_resources_socket_(std::move(pod_resources_socket)) {}
+
+Result<std::vector<Json>> KubePodDirectory::PodsOnNode() {
+  kube::ListOptions options;
+  options.field_selector = "spec.nodeName=" + node_name_;
+  auto list = client_.List(kube::resources::Pods(), "", options);
+  if (!list) return Error{list.error()};
+  return std::move(list->items);
+}
+
+std::optional<std::set<std::string>> KubePodDirectory::KubeletWaiting(const std::string& resource) {
+  if (pod_resources_socket_.empty() || !std::filesystem::exists(pod_resources_socket_))
+    return std::nullopt;
+  auto channel = grpc::CreateChannel("unix://" + pod_resources_socket_.string(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::PodResourcesLister::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::ListPodResourcesRequest request;
+  v1::ListPodResourcesResponse response;
+  grpc::Status status = stub->List(&context, request, &response);
+  if (!status.ok()) {
+    Logger("allocator")->debug("pod-resources List failed: {}", status.error_message());
+    return std::nullopt;
+  }
+  std::set<std::string> waiting;
+  for (const auto& pod : response.pod_resources()) {
+    for (const auto& container : pod.containers()) {
+      bool holds = false;
+      for (const auto& devices : container.devices()) {
+        holds = holds || (devices.resource_name() == resource && devices.device_ids_size() > 0);
+      }
+      if (!holds) waiting.insert(pod.namespace_() + "/" + pod.name() + "/" + container.name());
+    }
+  }
+  return waiting;
+}
+
+Status KubePodDirectory::Record(const Json& pod, const std::string& value) {
+  const Json& m = pod["metadata"];
+  // The uid makes the patch a precondition: a Pod recreated under the same name is not written.
+  Json patch = {{"metadata",
+                 {{"uid", m.value("uid", "")}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
+  auto patched = client_.Patch(kube::resources::Pods(), m.value("namespace", ""),
+                               m.value("name", ""), kube::PatchType::kMerge, patch);
+  if (!patched) return Error{patched.error()};
+  return Ok{};
+}
+
+}  // namespace gpustack::node

@@ -1,0 +1,32 @@
+// The allocator's Pod directory on a real node: the apiserver for Pods and their records, the
+// kubelet's pod-resources API (v1, List) for which containers it is admitting right now.
+#ifndef GPUSTACK_HOST_NODE_POD_DIRECTORY_H_
+#define GPUSTACK_HOST_NODE_POD_DIRECTORY_H_
+
+#include <filesystem>
+#include <string>
+
+#include "host/kube/client.h"
+#include "host/node/allocator.h"
+
+namespace gpustack::node {
+
+class KubePodDirectory final : public PodDirectory {
+ public:
+  // `pod_resources_socket` empty: the kubelet is never asked.
+  KubePodDirectory(kube::Client& client, std::string node_name,
+                   std::filesystem::path pod_resources_socket);
+
+  Result<std::vector<Json>> PodsOnNode() override;
+  std::optional<std::set<std::string>> KubeletWaiting(const std::string& resource) override;
+  Status Record(const Json& pod, const std::string& value) override;
+
+ private:
+  kube::Client& client_;
+  const std::string node_name_;
+  const std::filesystem::path pod_resources_socket_;
+};
+
+}  // namespace gpustack::node
+
+#endif  // GPUSTACK_HOST_NODE_POD_DIRECTORY_H_

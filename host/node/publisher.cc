@@ -1,0 +1,125 @@
+#include "host/node/publisher.h"
+
+#include <ctime>
+
+#include "host/common/logging.h"
+#include "host/runtime/devices_spec.h"
+
+namespace gpustack::node {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Now() {
+  char buffer[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+}  // namespace
+
+Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
+                       const std::string& now) {
+  Json out = ledger::ToJson(status);
+  Json plugins = Json::array();
+  std::string not_ready;
+  for (const runtime::PluginStatus& p : report.plugins) {
+    if (!p.enabled && p.state == runtime::PluginState::kDisabled) continue;  // off by policy
+    Json entry = {{"name", p.name.empty() ? p.origin : p.name},
+                  {"state", std::string(runtime::StateName(p.state))}};
+    std::string why = p.error             ? p.error->message
+                      : p.discovery_error ? p.discovery_error->message
+                                          : "";
+    if (!why.empty()) entry["message"] = why;
+    if (p.stale) entry["stale"] = true;
+    plugins.push_back(std::move(entry));
+    if (p.state != runtime::PluginState::kRunning || p.discovery_error) {
+      not_ready += (not_ready.empty() ? "" : "; ") + (p.name.empty() ? p.origin : p.name) + " " +
+                   std::string(runtime::StateName(p.state)) + (why.empty() ? "" : ": " + why);
+    }
+  }
+  out["plugins"] = plugins;
+  out["conditions"] = Json::array(
+      {{{"type", "PluginsReady"},
+        {"status", not_ready.empty() ? "True" : "False"},
+        {"reason", not_ready.empty() ? "AllRunning" : "PluginProblem"},
+        {"message", not_ready.empty() ? "every enabled plugin runs and discovers" : not_ready},
+        {"lastTransitionTime", now}}});
+  return out;
+}
+
+Publisher::Publisher(kube::Client& client, std::string node_name)
+    : client_(client), node_name_(std::move(node_name)) {}
+
+Status Publisher::Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status) {
+  if (!report.spec) return Error{"no Devices spec to publish: " + report.spec.error()};
+  const ledger::DevicesSpec& spec = *report.spec;
+  if (node_uid_.empty()) {
+    auto node = client_.Get(kube::resources::Nodes(), "", node_name_);
+    if (!node) return Error{"cannot read node " + node_name_ + ": " + node.error()};
+    node_uid_ = (*node)["metadata"].value("uid", "");
+  }
+  // Node labels (§3.4): ours only, removed when no longer published.
+  Json labels = Json::object();
+  for (const auto& [key, value] : runtime::DeviceLabels(spec)) labels[key] = value;
+  if (labels != last_labels_) {
+    Json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", node_name_}, {"labels", labels}}}};
+    auto applied = client_.Apply(kube::resources::Nodes(), node, {kFieldManager, true});
+    if (!applied) return Error{"cannot label node " + node_name_ + ": " + applied.error()};
+    last_labels_ = labels;
+  }
+  if (spec.groups.empty()) {
+    if (published_ || last_spec_.is_null()) {
+      Status deleted = client_.Delete(kube::resources::Devices(), "", node_name_);
+      if (!deleted && !kube::IsNotFound(deleted.failure())) return deleted;
+      published_ = false;
+      last_spec_ = Json::object();
+    }
+    return Ok{};
+  }
+  const Json spec_json = ledger::ToJson(spec);
+  if (!published_ || spec_json != last_spec_) {
+    Json device_labels = Json::object();
+    for (const auto& [key, value] : labels.items()) {
+      if (key.rfind("acceleratable.feature.gpustack.ai/", 0) == 0 && value == "true")
+        device_labels[key] = "true";
+    }
+    Json object = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                   {"kind", "Devices"},
+                   {"metadata",
+                    {{"name", node_name_},
+                     {"labels", device_labels},
+                     {"ownerReferences", Json::array({{{"apiVersion", "v1"},
+                                                       {"kind", "Node"},
+                                                       {"name", node_name_},
+                                                       {"uid", node_uid_}}})}}},
+                   {"spec", spec_json}};
+    auto applied = client_.Apply(kube::resources::Devices(), object, {kFieldManager, true});
+    if (!applied) return Error{"cannot apply Devices " + node_name_ + ": " + applied.error()};
+    last_spec_ = spec_json;
+    published_ = true;
+    last_status_ = Json();  // a recreated object has no status
+  }
+  Json status_json = DevicesStatusJson(report, status, "");
+  if (status_json != last_status_) {
+    Json stamped = DevicesStatusJson(report, status, Now());
+    Json object = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                   {"kind", "Devices"},
+                   {"metadata", {{"name", node_name_}}},
+                   {"status", stamped}};
+    auto applied =
+        client_.Apply(kube::resources::Devices(), object, {kFieldManager, true}, "status");
+    if (!applied) {
+      return Error{"cannot apply Devices " + node_name_ + " status: " + applied.error()};
+    }
+    last_status_ = status_json;
+  }
+  return Ok{};
+}
+
+}  // namespace gpustack::node
