@@ -310,7 +310,9 @@ void KubeletFrontEnd::Watch() {
           std::lock_guard lock(generation_mutex_);
           if (generation_ != nullptr && !generation_->stopping) {
             for (const auto& socket : generation_->sockets) {
-              if (socket.filename() == name) restart = true;
+              if (socket.filename() != name) continue;
+              Logger("device-plugin")->info("{} was removed: serving again", name);
+              restart = true;
             }
           }
         }

@@ -6,13 +6,14 @@
 #
 #   kubelet.sh up --dir D       (D: a testbed started by testbed.sh up --scheduler ...)
 #   kubelet.sh down --dir D
+#   kubelet.sh restart --dir D  (the kubelet alone; Pods keep running)
 #
 # Pods use image docker.io/library/busybox:local with imagePullPolicy: Never.
 set -euo pipefail
 umask 077
 die() { echo "kubelet.sh: $*" >&2; exit 1; }
 
-[ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down --dir D"
+[ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down|restart --dir D"
 command=$1
 dir=$(cd "$3" && pwd)
 [ -f "$dir/env" ] || die "no testbed in $dir"
@@ -76,6 +77,43 @@ with tarfile.open(node + "/images.tar", "w") as t:
 EOF
 }
 
+# Starts the kubelet (its config already written) and waits until the node is Ready.
+start_kubelet() {
+  local ip=$1
+  setsid "$KUBE_BIN/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
+    --root-dir "$node/kubelet" --cert-dir "$node/pki" --hostname-override "$node_name" \
+    --node-ip "$ip" >>"$dir/logs/kubelet.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/kubelet"
+  for _ in $(seq 120); do
+    [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] && break
+    ours kubelet >/dev/null || { tail -20 "$dir/logs/kubelet.log" >&2; die "kubelet exited"; }
+    sleep 0.5
+  done
+  [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
+    die "node $node_name not Ready (log: $dir/logs/kubelet.log)"
+}
+
+# Stops the kubelet alone (its Pods keep running, as on a real node) and starts it again: it
+# removes every socket in the device-plugin directory and recreates its own.
+cmd_restart() {
+  local pid ip
+  pid=$(ours kubelet) || die "no kubelet runs for $dir"
+  ip=$(awk '/^address:/ {print $2}' "$node/kubelet.yaml")
+  local sock_dir=/var/lib/kubelet/device-plugins before
+  before=$(stat -c '%i %.9Z' "$sock_dir/kubelet.sock" 2>/dev/null || echo none)
+  kill -TERM "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  ! kill -0 "$pid" 2>/dev/null || kill -KILL "$pid"
+  start_kubelet "$ip"
+  # Ready in the API may be the old kubelet's word: wait for the new one's device-plugin socket.
+  for _ in $(seq 200); do
+    [ "$(stat -c '%i %.9Z' "$sock_dir/kubelet.sock" 2>/dev/null || echo none)" != "$before" ] &&
+      [ -S "$sock_dir/kubelet.sock" ] && return 0
+    sleep 0.1
+  done
+  die "the restarted kubelet did not recreate $sock_dir/kubelet.sock"
+}
+
 cmd_up() {
   [ "$(id -u)" -eq 0 ] || die "needs root (containerd, runc, network namespaces)"
   for tool in containerd runc ctr busybox gcc; do
@@ -132,17 +170,7 @@ protectKernelDefaults: false
 resolvConf: /etc/resolv.conf
 address: $ip
 EOF
-  setsid "$KUBE_BIN/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
-    --root-dir "$node/kubelet" --cert-dir "$node/pki" --hostname-override "$node_name" \
-    --node-ip "$ip" >>"$dir/logs/kubelet.log" 2>&1 </dev/null &
-  echo $! >"$dir/pids/kubelet"
-  for _ in $(seq 120); do
-    [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] && break
-    ours kubelet >/dev/null || { tail -20 "$dir/logs/kubelet.log" >&2; die "kubelet exited"; }
-    sleep 0.5
-  done
-  [ "$(kubectl_ get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
-    die "node $node_name not Ready (log: $dir/logs/kubelet.log)"
+  start_kubelet "$ip"
   echo "$node_name"
 }
 
@@ -177,5 +205,6 @@ cmd_down() {
 case $command in
   up) cmd_up ;;
   down) cmd_down ;;
-  *) die "usage: kubelet.sh up|down --dir D" ;;
+  restart) cmd_restart ;;
+  *) die "usage: kubelet.sh up|down|restart --dir D" ;;
 esac
