@@ -258,6 +258,9 @@ int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First of all: a stop asked for while starting (a DaemonSet rolled at once) is still clean.
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
   CLI::App app{"GPUStack Operator: share accelerators between Kubernetes workloads"};
   app.require_subcommand(1);
   std::string log_level = "warn";
@@ -379,8 +382,6 @@ int main(int argc, char** argv) {
     std::cerr << "error: --interval must be a finite number of seconds\n";
     return kBadInput;
   }
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
 
   if (detect->parsed()) return Finish(RunDetect(detect_flags, detect_options, detect_output));
   if (monitor->parsed()) {

@@ -5,11 +5,15 @@
 // The worker (issue 12) publishes the node counting keys that the scheduler charges slices and
 // partitions against (reference §3.6); until it exists, the test writes them on the Node, as the
 // worker will, and says so where it does.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
 
 #include <filesystem>
 #include <fstream>
@@ -34,7 +38,9 @@ constexpr const char* kAnnotation = "device.gpustack.ai/accelerator.allocated";
 // `device-manager serve` on the testbed node, on one fixture node's fake hardware.
 class Daemon {
  public:
-  explicit Daemon(std::string fixture) : fixture_(std::move(fixture)) {}
+  explicit Daemon(std::string fixture) : fixture_(std::move(fixture)) {
+    std::ofstream(LogPath(), std::ios::trunc);  // one log per test
+  }
   // A test that fails half-way kills its daemon, whose sockets stay: removed here, so the next
   // run starts from a clean directory.
   ~Daemon() {
@@ -45,24 +51,50 @@ class Daemon {
     }
   }
 
+  // Everything is prepared before fork: the test is multi-threaded, so the child may only call
+  // async-signal-safe functions (a malloc there can deadlock on a lock another thread held).
   void Start() {
-    const std::string log = std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".daemon.log";
+    const std::string e2e = GPUSTACK_E2E_DIR;
+    const std::string log = LogPath();
+    const std::string config = e2e + "/node-config.json";
+    // The NVIDIA plugin keeps its partition ownership records in the build tree.
+    std::ofstream(config)
+        << Json{{"plugins", {{"nvidia", {{"config", {{"state_dir", e2e + "/nvidia"}}}}}}}}.dump();
+    std::vector<std::string> args = {
+        GPUSTACK_BINARY,
+        "--log-level",
+        "info",
+        "device-manager",
+        "serve",
+        "--node-name",
+        kNode,
+        "--sysfs-root",
+        std::string(GPUSTACK_NODE_TREES_DIR) + "/" + fixture_ + "/sys",
+        "--pod-resources-socket",
+        testing::TestbedDir() + "/node/kubelet/pod-resources/kubelet.sock",
+        "--reconcile-period",
+        "0.5",
+        "--node-config",
+        config};
+    std::vector<std::string> env = {
+        "GPUSTACK_FAKE_FIXTURE=" + std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json",
+        std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_NVML,
+        "GPUSTACK_STATE_DIR=" + e2e + "/state",
+        "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig", "PATH=/usr/bin:/bin"};
+    std::vector<char*> argv, envp;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ASSERT_GE(out, 0);
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string nodes = GPUSTACK_NODES_DIR;
-      setenv("GPUSTACK_FAKE_FIXTURE", (nodes + "/" + fixture_ + ".json").c_str(), 1);
-      setenv("GPUSTACK_NVIDIA_LIBRARY", GPUSTACK_FAKE_NVML, 1);
-      setenv("GPUSTACK_STATE_DIR", (std::string(GPUSTACK_E2E_DIR) + "/state").c_str(), 1);
-      const std::string sysfs = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + fixture_ + "/sys";
-      const std::string pod_resources =
-          testing::TestbedDir() + "/node/kubelet/pod-resources/kubelet.sock";
-      FILE* out = freopen(log.c_str(), "a", stdout);
-      if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(126);
-      execl(GPUSTACK_BINARY, GPUSTACK_BINARY, "--log-level", "info", "device-manager", "serve",
-            "--node-name", kNode, "--sysfs-root", sysfs.c_str(), "--pod-resources-socket",
-            pod_resources.c_str(), "--reconcile-period", "0.5", nullptr);
+      if (dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
+    close(out);
     ASSERT_GT(pid_, 0);
   }
 
@@ -77,8 +109,23 @@ class Daemon {
   }
 
   std::string Log() const {
-    std::ifstream in(std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".daemon.log");
+    std::ifstream in(LogPath());
     return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // How many times a daemon of this test registered every resource with the kubelet.
+  size_t Registrations() const {
+    const std::string log = Log();
+    size_t count = 0;
+    for (size_t at = log.find("every resource registered"); at != std::string::npos;
+         at = log.find("every resource registered", at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+  std::string LogPath() const {
+    return std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".daemon.log";
   }
 
  private:
@@ -281,22 +328,13 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
       << over["status"].dump();
 
   // The kubelet restarts: it removes our sockets; the daemon serves and registers again.
-  auto registrations = [&] {
-    const std::string log = daemon.Log();
-    size_t count = 0;
-    for (size_t at = log.find("every resource registered"); at != std::string::npos;
-         at = log.find("every resource registered", at + 1)) {
-      ++count;
-    }
-    return count;
-  };
-  const size_t registered_before = registrations();
+  const size_t registered_before = daemon.Registrations();
   int restarted = -1;
   const std::string out = testing::Run("'" + std::string(GPUSTACK_KUBELET_SCRIPT) +
                                            "' restart --dir '" + testing::TestbedDir() + "' 2>&1",
                                        &restarted);
   ASSERT_EQ(restarted, 0) << out;
-  ASSERT_TRUE(WaitFor([&] { return registrations() > registered_before; })) << daemon.Log();
+  ASSERT_TRUE(WaitFor([&] { return daemon.Registrations() > registered_before; })) << daemon.Log();
   EXPECT_NE(daemon.Log().find("the kubelet restarted"), std::string::npos);
   EXPECT_TRUE(AllocatableBecomes(
       {{"nvidia.com/gpu.sliced", 128}, {"device.gpustack.ai/nvidia.visibility", 512}}))
@@ -327,6 +365,144 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
   EXPECT_EQ(daemon.Stop(SIGTERM), 0);
   EXPECT_TRUE(OurSockets().empty());
   for (const char* pod : {"sliced", "over", "over2"}) DeletePod(pod);
+}
+
+// What the node should advertise for a fixture: the ledger's own view of the spec detect prints.
+std::map<std::string, int64_t> ExpectedCounts(const std::string& fixture) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/" + fixture + ".devices.json");
+  auto spec = ledger::SpecFromJson(Json::parse(in));
+  EXPECT_TRUE(spec) << spec.error();
+  ledger::NodeLedger node(kNode, *spec);
+  auto counts = ledger::AdvertisedCounts(node, {"nvidia", "nvidia.com/gpu", "mig"});
+  size_t cards = 0;
+  for (const ledger::Group& g : spec->groups) cards += g.accelerators.size();
+  counts["device.gpustack.ai/nvidia.visibility"] = static_cast<int64_t>(cards) * 512;
+  return counts;
+}
+
+TEST_F(NodeE2e, H100MigPartitionCreatedAtAllocateAndDestroyedAfterThePod) {
+  Daemon daemon("nvidia-h100x8-mig-mixed");
+  daemon.Start();
+  const auto counts = ExpectedCounts("nvidia-h100x8-mig-mixed");
+  ASSERT_GT(counts.at("nvidia.com/gpu.partitioned"), 0);
+  ASSERT_TRUE(AllocatableBecomes(counts)) << daemon.Log();
+
+  SetCountingKeys({{"nvidia.com/gpu.partitioned.mig-1g.10gb", "100"}});  // the worker's key
+  Json part = RunPod("part", {{"nvidia.com/gpu.partitioned", "1"},
+                              {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"}});
+  ASSERT_EQ(part["status"]["phase"], "Running") << part["status"].dump() << daemon.Log();
+  const std::string env = Log("part");
+  EXPECT_NE(env.find("NVIDIA_VISIBLE_DEVICES=MIG-"), std::string::npos) << env;
+  EXPECT_EQ(env.find("CUDA_DEVICE_MEMORY_LIMIT"), std::string::npos) << env;  // no enforcer
+  ASSERT_TRUE(WaitFor([&] {
+    auto p = client_->Get(resources::Pods(), ns_, "part");
+    return p && Record(*p).contains("main");
+  }));
+  const Json record = Record(*client_->Get(resources::Pods(), ns_, "part"))["main"];
+  EXPECT_EQ(record["accelerators"][0]["mode"], 4) << record.dump();
+  EXPECT_EQ(record["accelerators"][0]["allocatedPhysicalProfile"], "1g.10gb") << record.dump();
+  auto profiles_in_use = [&] {
+    int in_use = 0;
+    for (const Json& g : DevicesStatus().value("groups", Json::array())) {
+      for (const Json& a : g["accelerators"]) {
+        for (const Json& p : a.value("allocatedProfiles", Json::array()))
+          in_use += p["count"].get<int>();
+      }
+    }
+    return in_use;
+  };
+  EXPECT_TRUE(WaitFor([&] { return profiles_in_use() == 1; })) << DevicesStatus().dump();
+
+  // The Pod goes: its partition is destroyed in the (fake) driver and the ledger frees it.
+  DeletePod("part");
+  EXPECT_TRUE(WaitFor([&] {
+    return daemon.Log().find("destroyed partition") != std::string::npos;
+  })) << daemon.Log();
+  EXPECT_TRUE(WaitFor([&] { return profiles_in_use() == 0; })) << DevicesStatus().dump();
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
+  EXPECT_TRUE(OurSockets().empty());
+}
+
+// 50 Pods of mixed shapes on 4 T4s, created at once, while the daemon is killed twice. Pods
+// admitted while it is down fail (the kubelet's rule); what matters is that every Pod that runs
+// holds a record, that all records fit one ledger together (no card over-admitted or held in two
+// modes), and that the published status is that ledger.
+TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
+  Daemon daemon("nvidia-t4x4");
+  daemon.Start();
+  ASSERT_TRUE(AllocatableBecomes(ExpectedCounts("nvidia-t4x4"))) << daemon.Log();
+  SetCountingKeys({{"nvidia.com/gpu.sliced.memory-percentage", "10000"},
+                   {"nvidia.com/gpu.sliced.cores-percentage", "51200"}});
+  const std::vector<Json> shapes = {
+      {{"nvidia.com/gpu", "1"}},
+      {{"nvidia.com/gpu.shared", "1"}},
+      {{"nvidia.com/gpu.shared", "2"}},
+      {{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "30"}},
+      {{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "15"}}};
+  constexpr int kPods = 50;
+  std::thread killer([&] {
+    for (int round = 0; round < 2; ++round) {
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      daemon.Stop(SIGKILL);
+      daemon.Start();
+    }
+  });
+  for (int i = 0; i < kPods; ++i) {
+    Json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", "race-" + std::to_string(i)}, {"namespace", ns_}}},
+                {"spec",
+                 {{"restartPolicy", "Never"},
+                  {"automountServiceAccountToken", false},
+                  {"terminationGracePeriodSeconds", 0},
+                  {"nodeSelector", {{"kubernetes.io/hostname", kNode}}},
+                  {"containers",
+                   Json::array({{{"name", "main"},
+                                 {"image", "docker.io/library/busybox:local"},
+                                 {"imagePullPolicy", "Never"},
+                                 {"command", {"/bin/sh", "-c", "exec sleep 3600"}},
+                                 {"resources", {{"limits", shapes[i % shapes.size()]}}}}})}}}};
+    ASSERT_TRUE(client_->Create(resources::Pods(), pod));
+  }
+  killer.join();
+  // The last daemon is up: what it publishes is what it rebuilt, not what the previous one said.
+  ASSERT_TRUE(WaitFor([&] { return daemon.Registrations() == 3; }, std::chrono::seconds(60)))
+      << daemon.Log();
+  // Settled: no Pod of the race is still waiting for the kubelet.
+  std::vector<Json> pods;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto list = client_->List(resources::Pods(), ns_);
+        if (!list) return false;
+        pods = list->items;
+        return std::none_of(pods.begin(), pods.end(), [](const Json& p) {
+          return p["status"].value("phase", "Pending") == "Pending";
+        });
+      },
+      std::chrono::seconds(300)));
+
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-t4x4.devices.json");
+  ledger::NodeLedger rebuilt(kNode, *ledger::SpecFromJson(Json::parse(in)));
+  int running = 0;
+  for (const Json& pod : pods) {
+    if (pod["status"]["phase"] != "Running") continue;
+    ++running;
+    const Json record = Record(pod);
+    ASSERT_TRUE(record.contains("main")) << pod["metadata"]["name"] << " runs without a record";
+    auto allocation = ledger::AllocationFromJson(record["main"]);
+    ASSERT_TRUE(allocation) << allocation.error();
+    EXPECT_TRUE(rebuilt.Restore(*allocation))
+        << pod["metadata"]["name"] << " over-admits: " << record.dump();
+  }
+  EXPECT_GT(running, 0);
+  // The daemon's published ledger is exactly the running Pods' records.
+  EXPECT_TRUE(WaitFor([&] {
+    return DevicesStatus()["groups"] == ledger::ToJson(rebuilt.ToStatus())["groups"];
+  })) << DevicesStatus().dump()
+      << "\nexpected: " << ledger::ToJson(rebuilt.ToStatus()).dump();
+  std::cout << running << " of " << kPods << " Pods run after two kills\n";
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
+  Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=true");
 }
 
 }  // namespace
