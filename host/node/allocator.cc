@@ -78,7 +78,7 @@ Result<std::vector<std::string>> CardsNamed(const ledger::NodeLedger& ledger,
   std::vector<std::string> cards;
   for (const std::string& id : device_ids) {
     auto token = ParseTokenId(id);
-    if (!token) return Error{token.error()};
+    if (!token) return token.failure();
     const ledger::Accelerator* card = CardOf(ledger, resource.manufacturer, *token);
     if (card == nullptr) {
       return Error{

@@ -17,7 +17,7 @@ Result<std::vector<Json>> KubePodDirectory::PodsOnNode() {
   kube::ListOptions options;
   options.field_selector = "spec.nodeName=" + node_name_;
   auto list = client_.List(kube::resources::Pods(), "", options);
-  if (!list) return Error{list.error()};
+  if (!list) return list.failure();
   return std::move(list->items);
 }
 
@@ -56,7 +56,7 @@ Status KubePodDirectory::Record(const Json& pod, const std::string& value) {
                  {{"uid", m.value("uid", "")}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
   auto patched = client_.Patch(kube::resources::Pods(), m.value("namespace", ""),
                                m.value("name", ""), kube::PatchType::kMerge, patch);
-  if (!patched) return Error{patched.error()};
+  if (!patched) return patched.failure();
   return Ok{};
 }
 

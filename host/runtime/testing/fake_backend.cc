@@ -70,7 +70,12 @@ Result<std::vector<ContainerEdit>> FakeBackend::Grant(const GrantRequest& reques
   Delay(Hook::kGrant);
   std::string visible;
   for (const std::string& id : request.card_ids) visible += (visible.empty() ? "" : ",") + id;
-  return std::vector<ContainerEdit>{{EditKind::kEnv, "FAKE_VISIBLE_DEVICES", visible}};
+  std::vector<ContainerEdit> edits{{EditKind::kEnv, "FAKE_VISIBLE_DEVICES", visible}};
+  if (request.mode == GrantMode::kSliced) {
+    edits.push_back(
+        {EditKind::kEnv, "FAKE_MEMORY_LIMIT_MIB", std::to_string(request.memory_limit_mib)});
+  }
+  return edits;
 }
 
 Result<std::vector<Partition>> FakeBackend::ListPartitions(const std::string&) {

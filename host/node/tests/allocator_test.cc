@@ -1,0 +1,223 @@
+// Gate 5 without a kubelet: which container an Allocate serves, what it is charged, what is
+// recorded, and that nothing stays charged that no record names.
+#include "host/node/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include "host/node/tests/node_fixture.h"
+
+namespace gpustack::node {
+namespace {
+
+using testing::MemoryPods;
+
+class AllocatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runtime_ = testing::AcmeRuntime(node_);
+    ASSERT_NE(runtime_, nullptr);
+    for (const ServedResource& r : ResourcesOf(runtime_->RunningIdentities().at(0), {})) {
+      served_[r.family] = r;
+    }
+    allocator_ = std::make_unique<Allocator>(*runtime_, pods_, AllocatorOptions{});
+  }
+
+  // The kubelet's ids for `resource`'s tokens on card `index`.
+  std::vector<std::string> Tokens(ResourceFamily family, uint32_t index, size_t count) {
+    std::vector<std::string> ids;
+    runtime_->WithLedger([&](ledger::NodeLedger& ledger) {
+      for (const Token& t : TokensOf(ledger, served_[family])) {
+        if (ids.size() < count && ParseTokenId(t.id)->card_index == index) ids.push_back(t.id);
+      }
+    });
+    return ids;
+  }
+
+  size_t Allocations() {
+    return runtime_->WithLedger([](ledger::NodeLedger& l) { return l.allocations().size(); });
+  }
+
+  static std::string Env(const AllocateResult& result, const std::string& key) {
+    for (const runtime::ContainerEdit& e : result.edits) {
+      if (e.kind == runtime::EditKind::kEnv && e.key == key) return e.value;
+    }
+    return "";
+  }
+
+  runtime::testing::Node node_;
+  std::unique_ptr<runtime::NodeRuntime> runtime_;
+  MemoryPods pods_;
+  std::map<ResourceFamily, ServedResource> served_;
+  std::unique_ptr<Allocator> allocator_;
+};
+
+TEST_F(AllocatorTest, ServesTheOldestWaitingPodAndRecordsItBeforeAnswering) {
+  pods_.Add("newer", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");
+  pods_.Add("older", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 1, 1));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->pod, "ns/older");
+  EXPECT_EQ(Env(*result, "FAKE_VISIBLE_DEVICES"), "acme-card-1");  // the kubelet's card
+  ASSERT_EQ(pods_.records.count("uid-older"), 1u);
+  const Json record = Json::parse(pods_.records["uid-older"]);
+  EXPECT_EQ(record["main"]["accelerators"][0]["id"], "acme-card-1");
+  EXPECT_EQ(record["main"]["accelerators"][0]["mode"], 1);
+
+  // The next Allocate serves the other Pod: the first holds its card already.
+  auto second = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_EQ(second->pod, "ns/newer");
+  // Nobody waits any more.
+  auto third = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                    Tokens(ResourceFamily::kExclusive, 0, 1));
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.code(), Code::kNotFound);
+}
+
+TEST_F(AllocatorTest, TheKubeletsWordNarrowsTheChoice) {
+  pods_.Add("older", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  pods_.Add("admitted", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");
+  pods_.waiting = std::set<std::string>{"ns/admitted/main"};
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->pod, "ns/admitted");
+}
+
+TEST_F(AllocatorTest, FinishedAndDeletingPodsAreNeverServed) {
+  pods_.Add("done", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z")["status"]["phase"] =
+      "Succeeded";
+  pods_.Add("going", {{"acme.example.com/accel", "1"}},
+            "2026-01-01T00:00:01Z")["metadata"]["deletionTimestamp"] = "2026-01-03T00:00:00Z";
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.code(), Code::kNotFound);
+}
+
+TEST_F(AllocatorTest, AFailedRecordGivesTheChargeBack) {
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  pods_.fail_records = true;
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.code(), Code::kUnavailable);
+  EXPECT_NE(result.error().find("apiserver unavailable"), std::string::npos) << result.error();
+  EXPECT_EQ(Allocations(), 0u);
+}
+
+TEST_F(AllocatorTest, ACardHeldInAnotherModeIsAFailedPrecondition) {
+  pods_.Add("whole", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  pods_.Add("slice",
+            {{"acme.example.com/accel.sliced", "1"},
+             {"acme.example.com/accel.sliced.memory-percentage", "20"}},
+            "2026-01-02T00:00:00Z");
+  auto result =
+      allocator_->Allocate(served_[ResourceFamily::kSliced], Tokens(ResourceFamily::kSliced, 0, 1));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.code(), Code::kFailedPrecondition);
+  EXPECT_NE(result.error().find("held Exclusive"), std::string::npos) << result.error();
+  EXPECT_EQ(Allocations(), 1u);
+}
+
+TEST_F(AllocatorTest, SharedSlotsSitOnOneCard) {
+  pods_.Add("p", {{"acme.example.com/accel.shared", "2"}}, "2026-01-01T00:00:00Z");
+  std::vector<std::string> split = Tokens(ResourceFamily::kShared, 0, 1);
+  split.push_back(Tokens(ResourceFamily::kShared, 1, 1).at(0));
+  auto refused = allocator_->Allocate(served_[ResourceFamily::kShared], split);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+  auto result =
+      allocator_->Allocate(served_[ResourceFamily::kShared], Tokens(ResourceFamily::kShared, 1, 2));
+  ASSERT_TRUE(result) << result.error();
+  const Json record = Json::parse(pods_.records["uid-p"]);
+  EXPECT_EQ(record["main"]["accelerators"][0]["sharedSlots"], 2);
+}
+
+TEST_F(AllocatorTest, ASlicesBudgetIsFlooredFromTheCardsMemory) {
+  pods_.Add("p",
+            {{"acme.example.com/accel.sliced", "1"},
+             {"acme.example.com/accel.sliced.memory-percentage", "20"}},
+            "2026-01-01T00:00:00Z");
+  auto result =
+      allocator_->Allocate(served_[ResourceFamily::kSliced], Tokens(ResourceFamily::kSliced, 0, 1));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(Env(*result, "FAKE_MEMORY_LIMIT_MIB"), "3276");  // floor(16384 x 20 / 100)
+  ledger::Request mib;
+  mib.memory_mib = 99999;
+  EXPECT_EQ(SliceBudgetMib(mib, 24560), 24560u);  // capped at the card
+  ledger::Request percent;
+  percent.memory_percentage = 20;
+  EXPECT_EQ(SliceBudgetMib(percent, 24560), 4912u);  // ARCHITECTURE decision 6
+}
+
+TEST_F(AllocatorTest, ForeignDeviceIdsAreRefused) {
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive], {"GPU-1234"});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.code(), Code::kInvalidArgument);
+  auto unknown = allocator_->Allocate(served_[ResourceFamily::kExclusive], {"nope:0:0"});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
+}
+
+TEST_F(AllocatorTest, RestoreRebuildsFromRecordsAndRefusesForeignOnes) {
+  pods_.Add("a", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  pods_.Add("b",
+            {{"acme.example.com/accel.sliced", "1"},
+             {"acme.example.com/accel.sliced.memory-percentage", "30"}},
+            "2026-01-02T00:00:00Z");
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kSliced],
+                                   Tokens(ResourceFamily::kSliced, 1, 1)));
+  const auto before = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
+  for (Json& pod : pods_.pods) {
+    pod["metadata"]["annotations"][kAllocatedAnnotation] =
+        pods_.records[pod["metadata"]["uid"].get<std::string>()];
+  }
+  // A hostile record: a Pod claiming another Pod's card.
+  Json& thief = pods_.Add("thief", {{"acme.example.com/accel", "1"}}, "2026-01-03T00:00:00Z");
+  thief["metadata"]["annotations"][kAllocatedAnnotation] = pods_.records["uid-a"];
+
+  // A new process: a fresh runtime and allocator over the same Pods.
+  runtime::testing::Node other;
+  auto fresh = testing::AcmeRuntime(other);
+  ASSERT_NE(fresh, nullptr);
+  Allocator restarted(*fresh, pods_, {});
+  EXPECT_EQ(restarted.Restore(pods_.pods), 2u);
+  EXPECT_EQ(fresh->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); }), before);
+}
+
+TEST_F(AllocatorTest, ReconcileReleasesGonePodsButNotNewerReservations) {
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  const auto listed_before = std::chrono::steady_clock::now();
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  // A list taken before the reservation does not know the Pod yet: nothing is released.
+  EXPECT_FALSE(allocator_->Reconcile({}, listed_before));
+  EXPECT_EQ(Allocations(), 1u);
+  // One taken after it, without the Pod: the Pod is gone.
+  EXPECT_TRUE(allocator_->Reconcile({}, std::chrono::steady_clock::now()));
+  EXPECT_EQ(Allocations(), 0u);
+}
+
+TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
+  Json& pod = pods_.Add("p",
+                        {{"acme.example.com/accel.sliced", "1"},
+                         {"acme.example.com/accel.sliced.memory-percentage", "50"}},
+                        "2026-01-01T00:00:00Z");
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kSliced],
+                                   Tokens(ResourceFamily::kSliced, 0, 1)));
+  pod["status"]["phase"] = "Succeeded";
+  EXPECT_TRUE(allocator_->Reconcile(pods_.pods, std::chrono::steady_clock::now()));
+  const auto status = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
+  EXPECT_EQ(status.groups.at(0).accelerators.at(0).allocated, 0);
+}
+
+}  // namespace
+}  // namespace gpustack::node
