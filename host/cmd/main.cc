@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   AddNodeFlags(serve, serve_flags);
   gpustack::node::DaemonOptions serve_options;
   bool no_shared = false, no_sliced = false, no_partitioned = false;
-  double discover_period = 60, reconcile_period = 2;
+  double discover_period = 60, reconcile_period = 30;
   std::string plugin_dir = serve_options.kubelet.device_plugin_dir.string();
   std::string pod_resources = serve_options.pod_resources_socket.string();
   serve->add_flag("--no-shared", no_shared, "Do not serve <base>.shared");

@@ -471,8 +471,30 @@ size_t Allocator::Restore(const std::vector<Json>& pods) {
   return restored;
 }
 
+bool Allocator::ReleaseDeleted(const std::set<std::string>& pod_uids) {
+  if (pod_uids.empty()) return false;
+  std::unique_lock lock(mutex_);
+  std::vector<ledger::Allocation> gone;
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+    for (const auto& [owner, allocation] : ledger.allocations()) {
+      if (pod_uids.count(owner.pod_uid) != 0) gone.push_back(allocation);
+    }
+    for (const ledger::Allocation& a : gone) ledger.Release(a.owner);
+  });
+  for (const ledger::Allocation& allocation : gone) {
+    reserved_at_.erase(allocation.owner);
+    Logger("allocator")
+        ->info("pod {} was deleted: released container {}", allocation.owner.pod_uid,
+               allocation.owner.container);
+    DestroyPartitions(allocation);
+  }
+  lock.unlock();
+  if (!gone.empty() && on_change_) on_change_();
+  return !gone.empty();
+}
+
 bool Allocator::Reconcile(const std::vector<Json>& pods,
-                          std::chrono::steady_clock::time_point listed_at) {
+                          std::optional<std::chrono::steady_clock::time_point> listed_at) {
   std::unique_lock lock(mutex_);
   std::map<std::string, const Json*> live;
   for (const Json& pod : pods) live[PodUid(pod)] = &pod;
@@ -483,9 +505,10 @@ bool Allocator::Reconcile(const std::vector<Json>& pods,
     for (const auto& [owner, allocation] : ledger.allocations()) owners.push_back(owner);
     for (const ledger::Owner& owner : owners) {
       auto reserved = reserved_at_.find(owner);
-      if (reserved != reserved_at_.end() && reserved->second >= listed_at) continue;
       auto pod = live.find(owner.pod_uid);
       if (pod == live.end()) {
+        if (!listed_at) continue;  // a cache: absent may only mean not seen yet
+        if (reserved != reserved_at_.end() && reserved->second >= *listed_at) continue;
         gone.push_back(ledger.allocations().at(owner));
         ledger.Release(owner);
         reserved_at_.erase(owner);

@@ -98,9 +98,14 @@ class Allocator {
   size_t Restore(const std::vector<Json>& pods);
 
   // Releases what Pods that are gone hold and what finished Pods give back; destroys partitions
-  // whose owner no longer holds them. `pods` is a list started at `listed_at`: allocations made
-  // after it are left alone (their Pods may be newer than the list). True when anything changed.
-  bool Reconcile(const std::vector<Json>& pods, std::chrono::steady_clock::time_point listed_at);
+  // whose owner no longer holds them. `pods` is a fresh list started at `listed_at`: allocations
+  // made after it are left alone (their Pods may be newer than the list). Without `listed_at` the
+  // list is a cache that may lag the kubelet: a Pod absent from it is not taken for gone.
+  // True when anything changed.
+  bool Reconcile(const std::vector<Json>& pods,
+                 std::optional<std::chrono::steady_clock::time_point> listed_at);
+  // Releases what the Pods with these uids held: the apiserver said they were deleted.
+  bool ReleaseDeleted(const std::set<std::string>& pod_uids);
 
   // Called (outside every lock) after the ledger changed: tokens and status are stale.
   void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }

@@ -8,19 +8,23 @@
 #include <cstring>
 #include <thread>
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
 #include "host/common/logging.h"
+#include "host/kube/informer.h"
 #include "host/node/pod_directory.h"
 #include "host/node/publisher.h"
 
 namespace gpustack::node {
 namespace {
 
-// Sleeps up to `duration`, waking early on stop or when `wake` is set.
-void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop,
-         const std::atomic<bool>& wake) {
+// Sleeps up to `duration`, waking early on stop.
+void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   const auto until = std::chrono::steady_clock::now() + duration;
-  while (!stop && !wake && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!stop && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
@@ -63,10 +67,6 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
   TokenBoard board(runtime, resources);
   Publisher publisher(client, options.node_name);
   std::atomic<bool> dirty{true};
-  allocator.set_on_change([&] {
-    board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
-    dirty = true;
-  });
 
   // The ledger comes from the Pods' records, never from memory: no Allocate is answered before
   // it is rebuilt, so a restart cannot hand out a card a running Pod holds.
@@ -81,19 +81,72 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       break;
     }
     log->warn("cannot list the pods on node {} (retrying): {}", options.node_name, listed.error());
-    Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop, dirty);
+    Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop);
   }
   if (stop) return 0;
   board.Refresh();
 
+  // Pod changes arrive by watch: a deletion releases at once, a finished Pod gives back what it
+  // may; a fresh list on the reconcile period catches anything a watch could have missed.
+  std::mutex wake_mutex;
+  std::condition_variable wake;
+  std::set<std::string> deleted;
+  std::atomic<bool> pods_changed{false};
+  auto poke = [&] {
+    std::lock_guard lock(wake_mutex);
+    wake.notify_all();
+  };
+  kube::InformerOptions informer_options;
+  informer_options.field_selector = "spec.nodeName=" + options.node_name;
+  kube::Informer informer(client, kube::resources::Pods(), "", informer_options);
+  informer.AddEventHandler({.on_add = {},
+                            .on_update =
+                                [&](const kube::ObjectPtr&, const kube::ObjectPtr&) {
+                                  pods_changed = true;
+                                  poke();
+                                },
+                            .on_delete =
+                                [&](const kube::ObjectPtr& pod) {
+                                  {
+                                    std::lock_guard lock(wake_mutex);
+                                    deleted.insert((*pod)["metadata"].value("uid", ""));
+                                  }
+                                  poke();
+                                }});
+  informer.Start();
+  allocator.set_on_change([&] {
+    board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
+    dirty = true;
+    poke();
+  });
+
   KubeletFrontEnd front(board, allocator, options.kubelet);
   front.Start();
-  runtime.StartHealthLoop(options.health_poll, [&] { dirty = true; });
+  runtime.StartHealthLoop(options.health_poll, [&] {
+    dirty = true;
+    poke();
+  });
 
   auto next_discovery = std::chrono::steady_clock::now() + options.discover_period;
-  auto next_reconcile = std::chrono::steady_clock::now();
-  std::atomic<bool> never{false};
+  auto next_reconcile = std::chrono::steady_clock::now() + options.reconcile_period;
   while (!stop) {
+    std::set<std::string> gone;
+    {
+      std::unique_lock lock(wake_mutex);
+      // A signal cannot notify a condition variable: stop is looked at once a second.
+      const auto until = std::min({next_discovery, next_reconcile,
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(1)});
+      wake.wait_until(lock, until,
+                      [&] { return stop || dirty || pods_changed || !deleted.empty(); });
+      gone.swap(deleted);
+    }
+    if (stop) break;
+    allocator.ReleaseDeleted(gone);
+    if (pods_changed.exchange(false)) {
+      std::vector<Json> cached;
+      for (const kube::ObjectPtr& pod : informer.List()) cached.push_back(*pod);
+      allocator.Reconcile(cached, std::nullopt);
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_discovery) {
       runtime.Discover();
@@ -115,13 +168,16 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       const ledger::DevicesStatus status =
           runtime.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
       if (Status published = publisher.Publish(report, status); !published) {
-        log->warn("{} (retrying)", published.error());
+        log->warn("{} (retrying in a second)", published.error());
+        // Retried on the next wake, at most a second away.
+        next_reconcile = std::min(next_reconcile, now + std::chrono::seconds(1));
         dirty = true;
-        Nap(std::chrono::milliseconds(1000), stop, never);
+        std::unique_lock lock(wake_mutex);
+        wake.wait_for(lock, std::chrono::seconds(1), [&] { return bool(stop); });
       }
     }
-    Nap(std::chrono::milliseconds(200), stop, dirty);
   }
+  informer.Stop();
   log->info("stopping: unregistering from the kubelet");
   runtime.StopHealthLoop();
   board.Close();

@@ -26,7 +26,8 @@ struct DaemonOptions {
   // The kubelet's pod-resources socket (<kubelet root>/pod-resources/kubelet.sock).
   std::filesystem::path pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::chrono::milliseconds discover_period{60'000};
-  std::chrono::milliseconds reconcile_period{2'000};
+  // A fresh list of the node's Pods, behind the watch that releases at once.
+  std::chrono::milliseconds reconcile_period{30'000};
   std::chrono::milliseconds health_poll{1'000};
 };
 

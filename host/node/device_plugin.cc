@@ -68,7 +68,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
                             grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
     uint64_t seen = 0;
     while (!stopping_ && !context->IsCancelled()) {
-      auto [version, tokens] = board_.Wait(resource_.name, seen, std::chrono::milliseconds(500));
+      auto [version, tokens] = board_.Wait(resource_.name, seen, std::chrono::seconds(10));
       if (version == seen) continue;
       seen = version;
       v1beta1::ListAndWatchResponse response;
@@ -158,10 +158,17 @@ void TokenBoard::Refresh() {
 std::pair<uint64_t, std::vector<Token>> TokenBoard::Wait(const std::string& resource, uint64_t seen,
                                                          std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout, [&] { return closed_ || version_ != seen; });
+  const uint64_t kicks = kicks_;
+  changed_.wait_for(lock, timeout, [&] { return closed_ || version_ != seen || kicks_ != kicks; });
   if (closed_) return {seen, {}};
   auto it = tokens_.find(resource);
   return {version_, it == tokens_.end() ? std::vector<Token>{} : it->second};
+}
+
+void TokenBoard::Kick() {
+  std::lock_guard lock(mutex_);
+  ++kicks_;
+  changed_.notify_all();
 }
 
 void TokenBoard::Close() {
@@ -173,6 +180,7 @@ void TokenBoard::Close() {
 // One life of the servers: created when the daemon starts and whenever the kubelet comes back.
 struct KubeletFrontEnd::Generation {
   std::atomic<bool> stopping{false};
+  TokenBoard* board = nullptr;  // kicked on the way down, so streams see `stopping`
   std::vector<std::unique_ptr<ResourceService>> services;
   std::vector<std::unique_ptr<grpc::Server>> servers;
   std::vector<std::filesystem::path> sockets;
@@ -180,6 +188,7 @@ struct KubeletFrontEnd::Generation {
 
   ~Generation() {
     stopping = true;
+    if (board != nullptr) board->Kick();
     if (registrar.joinable()) registrar.join();
     const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
     for (auto& server : servers) server->Shutdown(deadline);
@@ -198,6 +207,7 @@ void KubeletFrontEnd::Start() {
   stop_ = false;
   auto started = std::chrono::steady_clock::now();
   auto generation = std::make_unique<Generation>();
+  generation->board = &board_;
   for (const ServedResource& resource : board_.resources()) {
     const std::filesystem::path socket = options_.device_plugin_dir / SocketName(resource.name);
     std::error_code ignored;
@@ -253,8 +263,12 @@ void KubeletFrontEnd::Start() {
         }
       }
       if (remaining == 0) break;
+      // A kubelet coming back creates its socket: try again the moment it appears.
+      const std::filesystem::path socket = options_.device_plugin_dir / options_.kubelet_socket;
+      const bool was_there = std::filesystem::exists(socket);
       const auto until = std::chrono::steady_clock::now() + options_.register_retry;
-      while (!g->stopping && std::chrono::steady_clock::now() < until) {
+      while (!g->stopping && std::chrono::steady_clock::now() < until &&
+             (was_there || !std::filesystem::exists(socket))) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
@@ -294,7 +308,7 @@ void KubeletFrontEnd::Watch() {
   alignas(inotify_event) char buffer[4096];
   while (!stop_) {
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
+    if (poll(&p, 1, 1000) <= 0) continue;  // stop is looked at once a second
     bool restart = false;
     for (;;) {
       const ssize_t n = read(fd, buffer, sizeof(buffer));

@@ -34,6 +34,8 @@ class TokenBoard {
   // the tokens of `resource` at that moment.
   std::pair<uint64_t, std::vector<Token>> Wait(const std::string& resource, uint64_t seen,
                                                std::chrono::milliseconds timeout);
+  // Wakes every wait without a change (a generation stopping).
+  void Kick();
   // Ends every wait (shutdown).
   void Close();
 
@@ -43,6 +45,7 @@ class TokenBoard {
   std::mutex mutex_;
   std::condition_variable changed_;
   uint64_t version_ = 1;
+  uint64_t kicks_ = 0;
   bool closed_ = false;
   std::map<std::string, std::vector<Token>> tokens_;
 };

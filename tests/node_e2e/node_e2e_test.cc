@@ -72,8 +72,6 @@ class Daemon {
         std::string(GPUSTACK_NODE_TREES_DIR) + "/" + fixture_ + "/sys",
         "--pod-resources-socket",
         testing::TestbedDir() + "/node/kubelet/pod-resources/kubelet.sock",
-        "--reconcile-period",
-        "0.5",
         "--node-config",
         config};
     std::vector<std::string> env = {
@@ -335,7 +333,9 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
                                        &restarted);
   ASSERT_EQ(restarted, 0) << out;
   ASSERT_TRUE(WaitFor([&] { return daemon.Registrations() > registered_before; })) << daemon.Log();
-  EXPECT_NE(daemon.Log().find("the kubelet restarted"), std::string::npos);
+  // Noticed either way: its socket recreated, or ours removed.
+  EXPECT_TRUE(daemon.Log().find("the kubelet restarted") != std::string::npos ||
+              daemon.Log().find("was removed: serving again") != std::string::npos);
   EXPECT_TRUE(AllocatableBecomes(
       {{"nvidia.com/gpu.sliced", 128}, {"device.gpustack.ai/nvidia.visibility", 512}}))
       << daemon.Log();

@@ -198,11 +198,24 @@ TEST_F(AllocatorTest, ReconcileReleasesGonePodsButNotNewerReservations) {
   const auto listed_before = std::chrono::steady_clock::now();
   ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
                                    Tokens(ResourceFamily::kExclusive, 0, 1)));
+  // A cache that lacks the Pod is no proof it is gone.
+  EXPECT_FALSE(allocator_->Reconcile({}, std::nullopt));
+  EXPECT_EQ(Allocations(), 1u);
   // A list taken before the reservation does not know the Pod yet: nothing is released.
   EXPECT_FALSE(allocator_->Reconcile({}, listed_before));
   EXPECT_EQ(Allocations(), 1u);
   // One taken after it, without the Pod: the Pod is gone.
   EXPECT_TRUE(allocator_->Reconcile({}, std::chrono::steady_clock::now()));
+  EXPECT_EQ(Allocations(), 0u);
+}
+
+TEST_F(AllocatorTest, ADeletedPodIsReleasedAtOnce) {
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  EXPECT_FALSE(allocator_->ReleaseDeleted({"uid-other"}));
+  EXPECT_EQ(Allocations(), 1u);
+  EXPECT_TRUE(allocator_->ReleaseDeleted({"uid-p"}));
   EXPECT_EQ(Allocations(), 0u);
 }
 
