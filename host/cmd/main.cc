@@ -355,6 +355,21 @@ int main(int argc, char** argv) {
                    "only)")
       ->envname("GPUSTACK_POD_RESOURCES_SOCKET")
       ->capture_default_str();
+  double monitor_period = 15;
+  int secure_port = 32443;
+  std::string cert_dir;
+  serve
+      ->add_option("--secure-port", secure_port,
+                   "HTTPS port of /metrics, /monitor/snapshot, /livez and /readyz (0: none)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve
+      ->add_option("--cert-dir", cert_dir,
+                   "Directory with tls.crt and tls.key for that port (empty: self-signed)")
+      ->envname("GPUSTACK_CERT_DIR");
+  serve->add_option("--monitor-period", monitor_period, "Seconds between utilisation samples")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
   serve->add_option("--discover-period", discover_period, "Seconds between discovery passes")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
@@ -399,6 +414,11 @@ int main(int argc, char** argv) {
     serve_options.reconcile_period =
         std::chrono::milliseconds(static_cast<int64_t>(std::llround(reconcile_period * 1000)));
     serve_options.node_name = serve_flags.options.node_name;
+    serve_options.monitor_period =
+        std::chrono::milliseconds(static_cast<int64_t>(std::llround(monitor_period * 1000)));
+    serve_options.serve_https = secure_port != 0;
+    serve_options.exporter.port = static_cast<uint16_t>(secure_port);
+    serve_options.exporter.cert_dir = cert_dir;
     // SIGTERM is how a DaemonSet Pod stops: a clean stop, status 0.
     const int status = RunServe(serve_flags, serve_options);
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);

@@ -14,6 +14,7 @@
 
 #include "host/common/logging.h"
 #include "host/kube/informer.h"
+#include "host/node/metrics.h"
 #include "host/node/pod_directory.h"
 #include "host/node/publisher.h"
 
@@ -122,6 +123,46 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
 
   KubeletFrontEnd front(board, allocator, options.kubelet);
   front.Start();
+
+  // The latest sampling round, read by the exporter's thread.
+  std::mutex metrics_mutex;
+  MetricsInput latest{options.node_name, false, {}, {}};
+  auto holders = [&] {
+    std::map<std::string, std::pair<std::string, std::string>> names;  // uid -> namespace, name
+    for (const kube::ObjectPtr& pod : informer.List()) {
+      const Json& m = (*pod)["metadata"];
+      names[m.value("uid", "")] = {m.value("namespace", ""), m.value("name", "")};
+    }
+    std::vector<Holder> out;
+    runtime.WithLedger([&](ledger::NodeLedger& ledger) {
+      for (const auto& [owner, allocation] : ledger.allocations()) {
+        auto name = names.find(owner.pod_uid);
+        if (name == names.end()) continue;
+        for (const ledger::Charge& c : allocation.charges) {
+          out.push_back(
+              {name->second.first, name->second.second, owner.pod_uid, c.accelerator_id, c.mode});
+        }
+      }
+    });
+    return out;
+  };
+  Exporter exporter(options.exporter, {[&] {
+                                         std::lock_guard lock(metrics_mutex);
+                                         return RenderMetrics(latest);
+                                       },
+                                       [&] {
+                                         std::lock_guard lock(metrics_mutex);
+                                         return SnapshotJson(latest).dump();
+                                       },
+                                       [&] { return front.registered_generations() > 0; }});
+  if (options.serve_https) {
+    if (Status started = exporter.Start(); !started) {
+      log->error("{}: no metrics and no snapshot will be served", started.error());
+    } else {
+      log->info("serving /metrics and /monitor/snapshot on https://{}:{}", options.exporter.address,
+                exporter.port());
+    }
+  }
   runtime.StartHealthLoop(options.health_poll, [&] {
     dirty = true;
     poke();
@@ -129,12 +170,13 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
 
   auto next_discovery = std::chrono::steady_clock::now() + options.discover_period;
   auto next_reconcile = std::chrono::steady_clock::now() + options.reconcile_period;
+  auto next_sample = std::chrono::steady_clock::now();
   while (!stop) {
     std::set<std::string> gone;
     {
       std::unique_lock lock(wake_mutex);
       // A signal cannot notify a condition variable: stop is looked at once a second.
-      const auto until = std::min({next_discovery, next_reconcile,
+      const auto until = std::min({next_discovery, next_reconcile, next_sample,
                                    std::chrono::steady_clock::now() + std::chrono::seconds(1)});
       wake.wait_until(lock, until,
                       [&] { return stop || dirty || pods_changed || !deleted.empty(); });
@@ -162,6 +204,13 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       }
       next_reconcile = now + options.reconcile_period;
     }
+    if (now >= next_sample) {
+      // A failed round publishes only its verdict; a previous round is never carried forward.
+      MetricsInput input{options.node_name, true, runtime.Sample(false), holders()};
+      std::lock_guard lock(metrics_mutex);
+      latest = std::move(input);
+      next_sample = now + options.monitor_period;
+    }
     if (dirty.exchange(false)) {
       board.Refresh();
       const runtime::NodeReport report = runtime.Report();
@@ -178,6 +227,7 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
     }
   }
   informer.Stop();
+  exporter.Stop();
   log->info("stopping: unregistering from the kubelet");
   runtime.StopHealthLoop();
   board.Close();

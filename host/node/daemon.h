@@ -13,6 +13,7 @@
 #include "host/kube/client.h"
 #include "host/node/allocator.h"
 #include "host/node/device_plugin.h"
+#include "host/node/exporter.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
 
@@ -29,6 +30,10 @@ struct DaemonOptions {
   // A fresh list of the node's Pods, behind the watch that releases at once.
   std::chrono::milliseconds reconcile_period{30'000};
   std::chrono::milliseconds health_poll{1'000};
+  // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.
+  std::chrono::milliseconds monitor_period{15'000};
+  ExporterOptions exporter;
+  bool serve_https = true;
 };
 
 // One daemon per node: holds an exclusive lock on `path` for the life of the process (the fd is

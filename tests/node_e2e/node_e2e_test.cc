@@ -5,8 +5,11 @@
 // The worker (issue 12) publishes the node counting keys that the scheduler charges slices and
 // partitions against (reference §3.6); until it exists, the test writes them on the Node, as the
 // worker will, and says so where it does.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +37,19 @@ using testing::WaitFor;
 constexpr const char* kNode = "testbed-node";
 constexpr const char* kPluginDir = "/var/lib/kubelet/device-plugins";
 constexpr const char* kAnnotation = "device.gpustack.ai/accelerator.allocated";
+
+// A TCP port nothing listens on now.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
 
 // `device-manager serve` on the testbed node, on one fixture node's fake hardware.
 class Daemon {
@@ -73,7 +89,11 @@ class Daemon {
         "--pod-resources-socket",
         testing::TestbedDir() + "/node/kubelet/pod-resources/kubelet.sock",
         "--node-config",
-        config};
+        config,
+        "--secure-port",
+        std::to_string(FreePort()),
+        "--monitor-period",
+        "1"};
     std::vector<std::string> env = {
         "GPUSTACK_FAKE_FIXTURE=" + std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json",
         std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_NVML,
@@ -316,6 +336,36 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
   EXPECT_NE(env.find("CUDA_DEVICE_SM_LIMIT=100"), std::string::npos) << env;
   EXPECT_NE(env.find(std::string("NVIDIA_VISIBLE_DEVICES=") + kA10g), std::string::npos) << env;
 
+  // /metrics over TLS: the slice's card, labelled with its Pod, and valid for promtool.
+  std::string port;
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string log = daemon.Log();
+    const size_t at = log.rfind("/monitor/snapshot on https://0.0.0.0:");
+    if (at == std::string::npos) return false;
+    port = log.substr(at + 37, log.find('\n', at) - at - 37);
+    return true;
+  })) << daemon.Log();
+  std::string metrics;
+  ASSERT_TRUE(WaitFor([&] {
+    metrics = testing::Run("curl -sk https://127.0.0.1:" + port + "/metrics");
+    return metrics.find("instance_name=\"sliced\"") != std::string::npos;
+  })) << metrics;
+  EXPECT_NE(metrics.find("gpustack_instance_accelerator_memory_total_mib{namespace=\"" + ns_ +
+                         "\",instance_name=\"sliced\""),
+            std::string::npos)
+      << metrics;
+  int promtool = -1;
+  const std::string lint = testing::Run(
+      "curl -sk https://127.0.0.1:" + port + "/metrics | promtool check metrics 2>&1", &promtool);
+  EXPECT_EQ(promtool, 0) << lint << metrics;
+  EXPECT_EQ(
+      testing::Run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + port + "/metrics"),
+      "000");  // plain HTTP is not served
+  const Json snapshot =
+      Json::parse(testing::Run("curl -sk https://127.0.0.1:" + port + "/monitor/snapshot"));
+  EXPECT_EQ(snapshot["cards"][0]["id"], kA10g) << snapshot.dump();
+  EXPECT_EQ(testing::Run("curl -sk https://127.0.0.1:" + port + "/readyz"), "ok\n");
+
   // Over-asking: 20 % + 90 % of one card. The kubelet fails the Pod with the allocator's reason.
   Json over = RunPod(
       "over", {{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "90"}});
@@ -476,7 +526,8 @@ TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
         if (!list) return false;
         pods = list->items;
         return std::none_of(pods.begin(), pods.end(), [](const Json& p) {
-          return p["status"].value("phase", "Pending") == "Pending";
+          return p["metadata"]["name"].get<std::string>().rfind("race-", 0) == 0 &&
+                 p["status"].value("phase", "Pending") == "Pending";
         });
       },
       std::chrono::seconds(300)));
@@ -485,6 +536,7 @@ TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
   ledger::NodeLedger rebuilt(kNode, *ledger::SpecFromJson(Json::parse(in)));
   int running = 0;
   for (const Json& pod : pods) {
+    if (pod["metadata"]["name"].get<std::string>().rfind("race-", 0) != 0) continue;
     if (pod["status"]["phase"] != "Running") continue;
     ++running;
     const Json record = Record(pod);
