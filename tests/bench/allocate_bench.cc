@@ -1,0 +1,151 @@
+// Allocate latency (issue 11): 1,000 slices, each a container of its own Pod, on ten fake cards,
+// with the node as full as a kubelet lets it be (110 Pods: the oldest is deleted as one arrives).
+//   decision  Allocator::Allocate in-process: identify, fit, reserve, grant, record (in memory)
+//   grpc      the same through a v1beta1 DevicePlugin server on a unix socket, from a gRPC client
+// Prints p50, p99 and max per mode. Not a test: figures go to the README and the issue notes.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "host/common/logging.h"
+#include "host/node/device_plugin.h"
+#include "host/node/tests/node_fixture.h"
+#include "proto/deviceplugin.grpc.pb.h"
+
+namespace {
+
+using namespace gpustack;  // NOLINT(google-build-using-namespace): a benchmark's main
+using Clock = std::chrono::steady_clock;
+
+constexpr int kCalls = 1000;
+constexpr int kCards = 10;
+
+std::unique_ptr<runtime::NodeRuntime> Runtime(runtime::testing::Node& node) {
+  auto script = runtime::testing::MakeScript("acme", 0x1234, kCards);
+  script->identity.capabilities.sliced = true;
+  for (runtime::Card& c : script->groups[0].cards) {
+    c.logical_slice_count = 128;
+    c.cores_percentage_overcommit = true;
+  }
+  node.AddPci(0x1234, kCards);
+  auto runtime = runtime::NodeRuntime::Open(
+      node.Options(), std::make_unique<runtime::testing::FakeSource>(
+                          std::vector<runtime::testing::FakeSource::Entry>{
+                              {runtime::testing::CandidateOf(*script), script}}));
+  (*runtime)->Discover();
+  return std::move(runtime).value();
+}
+
+constexpr size_t kPodsOnNode = 110;  // the kubelet's default maxPods
+
+// Call `i`: a new Pod waits; once the node is full, the oldest goes (untimed), as on a busy node.
+void Arrive(node::testing::MemoryPods& pods, node::Allocator& allocator, int i) {
+  char created[32];
+  std::snprintf(created, sizeof created, "2026-01-01T%02d:%02d:%02dZ", i / 3600, i / 60 % 60,
+                i % 60);
+  pods.Add("p" + std::to_string(i),
+           {{"acme.example.com/accel.sliced", "1"},
+            {"acme.example.com/accel.sliced.memory-percentage", "1"}},
+           created);
+  if (pods.pods.size() > kPodsOnNode) {
+    const std::string uid = pods.pods.front()["metadata"]["uid"];
+    pods.pods.erase(pods.pods.begin());
+    allocator.ReleaseDeleted({uid});
+  }
+}
+
+// The device the kubelet would offer, as GetPreferredAllocation answers (untimed).
+std::string TokenFor(runtime::NodeRuntime& runtime, node::Allocator& allocator,
+                     const node::ServedResource& sliced) {
+  std::vector<std::string> available;
+  runtime.WithLedger([&](ledger::NodeLedger& ledger) {
+    for (const auto& t : node::TokensOf(ledger, sliced)) available.push_back(t.id);
+  });
+  return allocator.Prefer(sliced, available, {}, 1).at(0);
+}
+
+void Report(const char* mode, std::vector<double> micros) {
+  std::sort(micros.begin(), micros.end());
+  std::printf("%-9s n=%zu p50=%.0f us p99=%.0f us max=%.0f us\n", mode, micros.size(),
+              micros[micros.size() / 2], micros[micros.size() * 99 / 100], micros.back());
+}
+
+node::ServedResource Sliced(runtime::NodeRuntime& runtime) {
+  for (const auto& r : node::ResourcesOf(runtime.RunningIdentities().at(0), {})) {
+    if (r.family == node::ResourceFamily::kSliced) return r;
+  }
+  std::abort();
+}
+
+void Decision() {
+  runtime::testing::Node node;
+  auto runtime = Runtime(node);
+  node::testing::MemoryPods pods;
+  node::Allocator allocator(*runtime, pods, {});
+  const auto sliced = Sliced(*runtime);
+  std::vector<double> micros;
+  for (int i = 0; i < kCalls; ++i) {
+    Arrive(pods, allocator, i);
+    const std::string token = TokenFor(*runtime, allocator, sliced);
+    const auto start = Clock::now();
+    auto result = allocator.Allocate(sliced, {token});
+    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    if (!result) {
+      std::fprintf(stderr, "call %d: %s\n", i, result.error().c_str());
+      std::exit(1);
+    }
+  }
+  Report("decision", micros);
+}
+
+void Grpc() {
+  runtime::testing::Node node;
+  auto runtime = Runtime(node);
+  node::testing::MemoryPods pods;
+  node::Allocator allocator(*runtime, pods, {});
+  const auto sliced = Sliced(*runtime);
+  node::TokenBoard board(*runtime, {sliced});
+  board.Refresh();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gpustack-allocate-bench-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  node::KubeletOptions options;
+  options.device_plugin_dir = dir;  // no kubelet here: registration keeps retrying, unheeded
+  options.register_retry = std::chrono::hours(1);
+  node::KubeletFrontEnd front(board, allocator, options);
+  front.Start();
+  auto channel = grpc::CreateChannel("unix://" + (dir / node::SocketName(sliced.name)).string(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1beta1::DevicePlugin::NewStub(channel);
+  std::vector<double> micros;
+  for (int i = 0; i < kCalls; ++i) {
+    Arrive(pods, allocator, i);
+    v1beta1::AllocateRequest request;
+    request.add_container_requests()->add_devices_ids(TokenFor(*runtime, allocator, sliced));
+    v1beta1::AllocateResponse response;
+    grpc::ClientContext context;
+    const auto start = Clock::now();
+    grpc::Status status = stub->Allocate(&context, request, &response);
+    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    if (!status.ok()) {
+      std::fprintf(stderr, "call %d: %s\n", i, status.error_message().c_str());
+      std::exit(1);
+    }
+  }
+  Report("grpc", micros);
+  front.Stop();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+int main() {
+  InitLogging("off");
+  Decision();
+  Grpc();
+  return 0;
+}
