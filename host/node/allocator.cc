@@ -248,6 +248,9 @@ Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
   if (options_.identify_by_kubelet) waiting = pods_.KubeletWaiting(resource.name);
 
   std::unique_lock lock(mutex_);
+  if (resource.family == ResourceFamily::kVisibility) {
+    return AllocateVisibility(resource, static_cast<int64_t>(device_ids.size()), *pods, waiting);
+  }
   const Json* pod = nullptr;
   auto result = AllocateLocked(resource, device_ids, *pods, waiting, &pod);
   if (!result) return result;
@@ -269,6 +272,65 @@ Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
   lock.unlock();
   if (on_change_) on_change_();
   return result;
+}
+
+Result<AllocateResult> Allocator::AllocateVisibility(
+    const ServedResource& resource, int64_t count, const std::vector<Json>& pods,
+    const std::optional<std::set<std::string>>& waiting) {
+  std::vector<Candidate> candidates;
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+    candidates = Candidates(pods, resource, count, ledger, waiting);
+  });
+  std::optional<Error> why;
+  for (const Candidate& c : candidates) {
+    const ledger::Owner sidecar{PodUid(*c.pod), c.container};
+    if (visibility_served_.count(sidecar) != 0) continue;
+    // The owner: another container of the Pod holding cards of this manufacturer.
+    std::vector<ledger::Charge> charges;
+    ledger::Owner owner;
+    runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+      for (const auto& [o, allocation] : ledger.allocations()) {
+        if (o.pod_uid != sidecar.pod_uid || o.container == sidecar.container) continue;
+        for (const ledger::Charge& charge : allocation.charges) {
+          const ledger::Group* g = GroupOf(ledger, charge.accelerator_id);
+          if (g != nullptr && g->manufacturer == resource.manufacturer) {
+            charges.push_back(charge);
+            owner = o;
+          }
+        }
+      }
+    });
+    if (charges.empty()) {
+      why = Precondition("pod " + PodKey(*c.pod) + ": no other container holds a " +
+                         resource.manufacturer + " card for " + c.container + " to see");
+      continue;
+    }
+    auto backend = runtime_.BackendFor(resource.manufacturer);
+    if (!backend) return backend.failure();
+    // The plain view of the owner's cards: no budget, no charge; a partition by its own name.
+    runtime::GrantRequest grant{sidecar.pod_uid, sidecar.container, runtime::GrantMode::kExclusive};
+    for (const ledger::Charge& charge : charges) grant.card_ids.push_back(charge.accelerator_id);
+    if (charges.front().mode == Mode::kPartitioned) {
+      auto partitions = (*backend)->ListPartitions(charges.front().accelerator_id);
+      if (partitions) {
+        for (const runtime::Partition& p : *partitions) {
+          if (p.owner == OwnerTag(owner)) grant.partition_id = p.id;
+        }
+      }
+      if (grant.partition_id.empty()) {  // fail closed: never show the whole card
+        return Precondition("pod " + PodKey(*c.pod) + ": the partition of " + owner.container +
+                            " is not live on card " + charges.front().accelerator_id);
+      }
+      grant.mode = runtime::GrantMode::kPartitioned;
+    }
+    auto edits = (*backend)->Grant(grant);
+    if (!edits) return edits.failure();
+    visibility_served_.insert(sidecar);
+    return AllocateResult{sidecar, PodKey(*c.pod), std::move(*edits)};
+  }
+  if (why) return *why;
+  return Error{"no Pod on this node waits for " + std::to_string(count) + " " + resource.name,
+               Code::kNotFound};
 }
 
 Result<AllocateResult> Allocator::AllocateLocked(
@@ -481,6 +543,8 @@ bool Allocator::ReleaseDeleted(const std::set<std::string>& pod_uids) {
     }
     for (const ledger::Allocation& a : gone) ledger.Release(a.owner);
   });
+  std::erase_if(visibility_served_,
+                [&](const ledger::Owner& o) { return pod_uids.count(o.pod_uid) != 0; });
   for (const ledger::Allocation& allocation : gone) {
     reserved_at_.erase(allocation.owner);
     Logger("allocator")

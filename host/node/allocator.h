@@ -116,6 +116,10 @@ class Allocator {
                                         const std::vector<Json>& pods,
                                         const std::optional<std::set<std::string>>& waiting,
                                         const Json** pod_out);
+  // A sidecar's view of its Pod's cards (reference §6.2 Visibility): no new card, no charge.
+  Result<AllocateResult> AllocateVisibility(const ServedResource& resource, int64_t count,
+                                            const std::vector<Json>& pods,
+                                            const std::optional<std::set<std::string>>& waiting);
   Result<ledger::Request> RequestFor(const Json& pod, const std::string& container,
                                      const ServedResource& resource,
                                      const ledger::NodeLedger& ledger) const;
@@ -132,7 +136,8 @@ class Allocator {
 
   std::mutex mutex_;  // identify -> fit -> reserve; the ledger's own mutex is taken inside
   std::map<ledger::Owner, std::chrono::steady_clock::time_point> reserved_at_;
-  std::set<std::string> pending_destroy_;  // partition owners whose destroy failed: retried
+  std::set<std::string> pending_destroy_;      // partition owners whose destroy failed: retried
+  std::set<ledger::Owner> visibility_served_;  // sidecars answered (they hold no charge)
 };
 
 }  // namespace gpustack::node

@@ -209,6 +209,27 @@ TEST_F(AllocatorTest, ReconcileReleasesGonePodsButNotNewerReservations) {
   EXPECT_EQ(Allocations(), 0u);
 }
 
+TEST_F(AllocatorTest, ASidecarSeesItsOwnersCardWithoutACharge) {
+  Json& pod = pods_.Add("p", {{"acme.example.com/accel.shared", "1"}}, "2026-01-01T00:00:00Z");
+  pod["spec"]["containers"].push_back(
+      {{"name", "sshd"},
+       {"resources", {{"limits", {{"device.gpustack.ai/acme.visibility", "1"}}}}}});
+  // Before the owner holds a card there is nothing to see.
+  auto early = allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"});
+  ASSERT_FALSE(early);
+  EXPECT_EQ(early.code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kShared],
+                                   Tokens(ResourceFamily::kShared, 1, 1)));
+  const auto before = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
+  auto sidecar = allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"});
+  ASSERT_TRUE(sidecar) << sidecar.error();
+  EXPECT_EQ(sidecar->owner.container, "sshd");
+  EXPECT_EQ(Env(*sidecar, "FAKE_VISIBLE_DEVICES"), "acme-card-1");
+  EXPECT_EQ(runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); }), before);
+  EXPECT_EQ(allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"}).code(),
+            Code::kNotFound);  // served once
+}
+
 TEST_F(AllocatorTest, ADeletedPodIsReleasedAtOnce) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
