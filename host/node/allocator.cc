@@ -240,10 +240,21 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
 Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
                                            const std::vector<std::string>& device_ids) {
   if (device_ids.empty()) return Error{"an Allocate names no device", Code::kInvalidArgument};
+  if (auto cached = pods_.CachedPods()) {
+    auto result = AllocateFrom(resource, device_ids, *cached);
+    if (result || result.code() != Code::kNotFound) return result;
+  }
   auto pods = pods_.PodsOnNode();
   if (!pods) {
     return Error{"cannot list the Pods on this node: " + pods.error(), Code::kUnavailable};
   }
+  return AllocateFrom(resource, device_ids, *pods);
+}
+
+Result<AllocateResult> Allocator::AllocateFrom(const ServedResource& resource,
+                                               const std::vector<std::string>& device_ids,
+                                               const std::vector<Json>& pod_list) {
+  const std::vector<Json>* pods = &pod_list;
   std::optional<std::set<std::string>> waiting;
   if (options_.identify_by_kubelet) waiting = pods_.KubeletWaiting(resource.name);
 

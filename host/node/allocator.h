@@ -39,6 +39,9 @@ class PodDirectory {
   virtual ~PodDirectory() = default;
   // The Pods bound to this node, fresh (not from a cache that may lag the kubelet).
   virtual Result<std::vector<Json>> PodsOnNode() = 0;
+  // The same from a watch cache, when there is one: tried first, and a fresh list only when it
+  // names no waiting Pod (the Pod may be newer than the cache).
+  virtual std::optional<std::vector<Json>> CachedPods() { return std::nullopt; }
   // "<namespace>/<name>/<container>" of every container the kubelet holds without a device of
   // `resource` yet; nullopt when the kubelet cannot be asked.
   virtual std::optional<std::set<std::string>> KubeletWaiting(const std::string& resource) = 0;
@@ -111,6 +114,9 @@ class Allocator {
   void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
 
  private:
+  Result<AllocateResult> AllocateFrom(const ServedResource& resource,
+                                      const std::vector<std::string>& device_ids,
+                                      const std::vector<Json>& pods);
   Result<AllocateResult> AllocateLocked(const ServedResource& resource,
                                         const std::vector<std::string>& device_ids,
                                         const std::vector<Json>& pods,

@@ -115,6 +115,7 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
                                   poke();
                                 }});
   informer.Start();
+  pods.set_informer(&informer);
   allocator.set_on_change([&] {
     board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
     dirty = true;
@@ -226,6 +227,7 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       }
     }
   }
+  pods.set_informer(nullptr);
   informer.Stop();
   exporter.Stop();
   log->info("stopping: unregistering from the kubelet");

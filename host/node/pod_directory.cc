@@ -21,6 +21,14 @@ Result<std::vector<Json>> KubePodDirectory::PodsOnNode() {
   return std::move(list->items);
 }
 
+std::optional<std::vector<Json>> KubePodDirectory::CachedPods() {
+  kube::Informer* informer = informer_.load();
+  if (informer == nullptr || !informer->HasSynced()) return std::nullopt;
+  std::vector<Json> pods;
+  for (const kube::ObjectPtr& pod : informer->List()) pods.push_back(*pod);
+  return pods;
+}
+
 std::optional<std::set<std::string>> KubePodDirectory::KubeletWaiting(const std::string& resource) {
   if (pod_resources_socket_.empty() || !std::filesystem::exists(pod_resources_socket_))
     return std::nullopt;

@@ -3,10 +3,12 @@
 #ifndef GPUSTACK_HOST_NODE_POD_DIRECTORY_H_
 #define GPUSTACK_HOST_NODE_POD_DIRECTORY_H_
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 
 #include "host/kube/client.h"
+#include "host/kube/informer.h"
 #include "host/node/allocator.h"
 
 namespace gpustack::node {
@@ -18,6 +20,9 @@ class KubePodDirectory final : public PodDirectory {
                    std::filesystem::path pod_resources_socket);
 
   Result<std::vector<Json>> PodsOnNode() override;
+  std::optional<std::vector<Json>> CachedPods() override;
+  // The node's Pod informer, once it runs (its cache serves identification first).
+  void set_informer(kube::Informer* informer) { informer_ = informer; }
   std::optional<std::set<std::string>> KubeletWaiting(const std::string& resource) override;
   Status Record(const Json& pod, const std::string& value) override;
 
@@ -25,6 +30,7 @@ class KubePodDirectory final : public PodDirectory {
   kube::Client& client_;
   const std::string node_name_;
   const std::filesystem::path pod_resources_socket_;
+  std::atomic<kube::Informer*> informer_{nullptr};  // read by the gRPC threads
 };
 
 }  // namespace gpustack::node

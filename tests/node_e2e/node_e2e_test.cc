@@ -194,23 +194,27 @@ class NodeE2e : public ::testing::Test {
     delete client_;
   }
 
-  // Creates a Pod asking for `limits` that prints its environment, and waits until it runs or
-  // the kubelet refuses it.
+  // A Pod for the real node whose one container asks for `limits` and prints its environment.
+  static Json PodAsking(const std::string& name, const Json& limits) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", name}, {"namespace", ns_}}},
+            {"spec",
+             {{"restartPolicy", "Never"},
+              {"automountServiceAccountToken", false},
+              {"terminationGracePeriodSeconds", 0},
+              {"nodeSelector", {{"kubernetes.io/hostname", kNode}}},
+              {"containers",
+               Json::array({{{"name", "main"},
+                             {"image", "docker.io/library/busybox:local"},
+                             {"imagePullPolicy", "Never"},
+                             {"command", {"/bin/sh", "-c", "env | sort; exec sleep 3600"}},
+                             {"resources", {{"limits", limits}}}}})}}}};
+  }
+
+  // Creates that Pod and waits until it runs or the kubelet refuses it.
   static Json RunPod(const std::string& name, const Json& limits) {
-    Json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", name}, {"namespace", ns_}}},
-                {"spec",
-                 {{"restartPolicy", "Never"},
-                  {"automountServiceAccountToken", false},
-                  {"terminationGracePeriodSeconds", 0},
-                  {"nodeSelector", {{"kubernetes.io/hostname", kNode}}},
-                  {"containers",
-                   Json::array({{{"name", "main"},
-                                 {"image", "docker.io/library/busybox:local"},
-                                 {"imagePullPolicy", "Never"},
-                                 {"command", {"/bin/sh", "-c", "env | sort; exec sleep 3600"}},
-                                 {"resources", {{"limits", limits}}}}})}}}};
+    const Json pod = PodAsking(name, limits);
     auto created = client_->Create(resources::Pods(), pod);
     EXPECT_TRUE(created) << created.error();
     Json got;
@@ -498,20 +502,7 @@ TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
     }
   });
   for (int i = 0; i < kPods; ++i) {
-    Json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", "race-" + std::to_string(i)}, {"namespace", ns_}}},
-                {"spec",
-                 {{"restartPolicy", "Never"},
-                  {"automountServiceAccountToken", false},
-                  {"terminationGracePeriodSeconds", 0},
-                  {"nodeSelector", {{"kubernetes.io/hostname", kNode}}},
-                  {"containers",
-                   Json::array({{{"name", "main"},
-                                 {"image", "docker.io/library/busybox:local"},
-                                 {"imagePullPolicy", "Never"},
-                                 {"command", {"/bin/sh", "-c", "exec sleep 3600"}},
-                                 {"resources", {{"limits", shapes[i % shapes.size()]}}}}})}}}};
+    const Json pod = PodAsking("race-" + std::to_string(i), shapes[i % shapes.size()]);
     ASSERT_TRUE(client_->Create(resources::Pods(), pod));
   }
   killer.join();
