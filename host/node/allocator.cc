@@ -240,9 +240,10 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
 Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
                                            const std::vector<std::string>& device_ids) {
   if (device_ids.empty()) return Error{"an Allocate names no device", Code::kInvalidArgument};
+  // The cache may lack the Pod being admitted, or still show one the kubelet has given up on:
+  // any answer but a success is asked again of a fresh list.
   if (auto cached = pods_.CachedPods()) {
-    auto result = AllocateFrom(resource, device_ids, *cached);
-    if (result || result.code() != Code::kNotFound) return result;
+    if (auto result = AllocateFrom(resource, device_ids, *cached)) return result;
   }
   auto pods = pods_.PodsOnNode();
   if (!pods) {

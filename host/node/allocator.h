@@ -39,8 +39,8 @@ class PodDirectory {
   virtual ~PodDirectory() = default;
   // The Pods bound to this node, fresh (not from a cache that may lag the kubelet).
   virtual Result<std::vector<Json>> PodsOnNode() = 0;
-  // The same from a watch cache, when there is one: tried first, and a fresh list only when it
-  // names no waiting Pod (the Pod may be newer than the cache).
+  // The same from a watch cache, when there is one: tried first, and a fresh list whenever that
+  // does not succeed (the Pod may be newer than the cache).
   virtual std::optional<std::vector<Json>> CachedPods() { return std::nullopt; }
   // "<namespace>/<name>/<container>" of every container the kubelet holds without a device of
   // `resource` yet; nullopt when the kubelet cannot be asked.
