@@ -76,6 +76,20 @@ TEST_F(AllocatorTest, ServesTheOldestWaitingPodAndRecordsItBeforeAnswering) {
   EXPECT_EQ(third.code(), Code::kNotFound);
 }
 
+TEST_F(AllocatorTest, TheWatchCacheServesFirstAndAFreshListWhenItLags) {
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  pods_.cache = pods_.pods;
+  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  EXPECT_EQ(pods_.lists, 0);
+  pods_.Add("newer", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");  // not cached
+  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
+                                     Tokens(ResourceFamily::kExclusive, 1, 1));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->pod, "ns/newer");
+  EXPECT_EQ(pods_.lists, 1);
+}
+
 TEST_F(AllocatorTest, TheKubeletsWordNarrowsTheChoice) {
   pods_.Add("older", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   pods_.Add("admitted", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");

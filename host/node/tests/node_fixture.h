@@ -30,7 +30,11 @@ inline std::unique_ptr<runtime::NodeRuntime> AcmeRuntime(runtime::testing::Node&
 
 class MemoryPods final : public PodDirectory {
  public:
-  Result<std::vector<Json>> PodsOnNode() override { return pods; }
+  Result<std::vector<Json>> PodsOnNode() override {
+    ++lists;
+    return pods;
+  }
+  std::optional<std::vector<Json>> CachedPods() override { return cache; }
   std::optional<std::set<std::string>> KubeletWaiting(const std::string&) override {
     return waiting;
   }
@@ -55,6 +59,8 @@ class MemoryPods final : public PodDirectory {
   }
 
   std::vector<Json> pods;
+  std::optional<std::vector<Json>> cache;  // a watch cache, when set; may lag `pods`
+  int lists = 0;
   std::optional<std::set<std::string>> waiting;
   std::map<std::string, std::string> records;  // by Pod uid
   bool fail_records = false;
