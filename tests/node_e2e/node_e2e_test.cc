@@ -96,9 +96,11 @@ class Daemon {
         "1"};
     std::vector<std::string> env = {
         "GPUSTACK_FAKE_FIXTURE=" + std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json",
-        std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_NVML,
+        std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1",
+        std::string("GPUSTACK_AMD_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/librocm_smi64.so",
         "GPUSTACK_STATE_DIR=" + e2e + "/state",
-        "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig", "PATH=/usr/bin:/bin"};
+        "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
+        "PATH=/usr/bin:/bin"};
     std::vector<char*> argv, envp;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -546,6 +548,31 @@ TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
   std::cout << running << " of " << kPods << " Pods run after two kills\n";
   EXPECT_EQ(daemon.Stop(SIGTERM), 0);
   Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=true");
+}
+
+// Two manufacturers on one node, one process: both plugins run, both advertise, both are in the
+// node's Devices object. (An AMD Pod is not started: its grant names /dev/kfd and /dev/dri
+// nodes, which this VM does not have, so the runtime could not create the container.)
+TEST_F(NodeE2e, TwoVendorsAreServedByOneProcess) {
+  Daemon daemon("mixed-nvidia-amd");
+  daemon.Start();
+  ASSERT_TRUE(AllocatableBecomes({{"nvidia.com/gpu", 2},
+                                  {"amd.com/gpu", 1},
+                                  {"device.gpustack.ai/nvidia.visibility", 2 * 512},
+                                  {"device.gpustack.ai/amd.visibility", 512}}))
+      << daemon.Log();
+  ASSERT_TRUE(WaitFor([&] { return DevicesStatus().value("plugins", Json::array()).size() == 2; }))
+      << DevicesStatus().dump();
+  for (const Json& plugin : DevicesStatus()["plugins"]) EXPECT_EQ(plugin["state"], "running");
+  std::ifstream expected(std::string(GPUSTACK_NODES_DIR) +
+                         "/expected/mixed-nvidia-amd.devices.json");
+  EXPECT_EQ((*client_->Get(resources::Devices(), "", kNode))["spec"], Json::parse(expected));
+  Json whole = RunPod("l40s", {{"nvidia.com/gpu", "2"}});
+  ASSERT_EQ(whole["status"]["phase"], "Running") << whole["status"].dump() << daemon.Log();
+  EXPECT_NE(Log("l40s").find("NVIDIA_VISIBLE_DEVICES=GPU-"), std::string::npos) << Log("l40s");
+  DeletePod("l40s");
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
+  EXPECT_TRUE(OurSockets().empty());
 }
 
 }  // namespace
