@@ -54,8 +54,10 @@ int FreePort() {
 // `device-manager serve` on the testbed node, on one fixture node's fake hardware.
 class Daemon {
  public:
-  explicit Daemon(std::string fixture) : fixture_(std::move(fixture)) {
+  explicit Daemon(std::string fixture, std::vector<std::string> extra_args = {})
+      : fixture_(std::move(fixture)), extra_args_(std::move(extra_args)) {
     std::ofstream(LogPath(), std::ios::trunc);  // one log per test
+    std::ofstream(EventsPath(), std::ios::trunc);
   }
   // A test that fails half-way kills its daemon, whose sockets stay: removed here, so the next
   // run starts from a clean directory.
@@ -94,10 +96,12 @@ class Daemon {
         std::to_string(FreePort()),
         "--monitor-period",
         "1"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<std::string> env = {
         "GPUSTACK_FAKE_FIXTURE=" + std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json",
         std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1",
         std::string("GPUSTACK_AMD_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/librocm_smi64.so",
+        "GPUSTACK_FAKE_NVML_EVENTS=" + EventsPath(),
         "GPUSTACK_STATE_DIR=" + e2e + "/state",
         "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
         "PATH=/usr/bin:/bin"};
@@ -144,12 +148,18 @@ class Daemon {
     return count;
   }
 
+  // Where the fake NVML reads driver events: "<card uuid> <xid>" lines.
+  std::string EventsPath() const {
+    return std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".nvml-events";
+  }
+
   std::string LogPath() const {
     return std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".daemon.log";
   }
 
  private:
   std::string fixture_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 
@@ -548,6 +558,25 @@ TEST_F(NodeE2e, FiftyMixedPodsRaceDaemonKills) {
   std::cout << running << " of " << kPods << " Pods run after two kills\n";
   EXPECT_EQ(daemon.Stop(SIGTERM), 0);
   Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=true");
+}
+
+// The driver reports an XID on a card (NVML event sets, through the fake): its tokens go
+// Unhealthy at once; the next discovery reads it healthy and they come back.
+TEST_F(NodeE2e, AnXidTakesTheCardOutAndDiscoveryBringsItBack) {
+  // Discovery every 20 s: longer than the kubelet takes to publish allocatable (10 s).
+  Daemon daemon("nvidia-t4x4", {"--discover-period", "20"});
+  daemon.Start();
+  ASSERT_TRUE(AllocatableBecomes({{"nvidia.com/gpu", 4}, {"nvidia.com/gpu.sliced", 4 * 128}}))
+      << daemon.Log();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the event set is registered
+  std::ofstream(daemon.EventsPath(), std::ios::app)
+      << "GPU-74040002-1111-2222-3333-000000000002 79\n";
+  EXPECT_TRUE(AllocatableBecomes({{"nvidia.com/gpu", 3}, {"nvidia.com/gpu.sliced", 3 * 128}}))
+      << daemon.Log();
+  EXPECT_NE(daemon.Log().find("XID 79"), std::string::npos) << daemon.Log();
+  EXPECT_TRUE(AllocatableBecomes({{"nvidia.com/gpu", 4}, {"nvidia.com/gpu.sliced", 4 * 128}}))
+      << daemon.Log();
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
 }
 
 // Two manufacturers on one node, one process: both plugins run, both advertise, both are in the

@@ -75,7 +75,8 @@ class NvidiaPlugin final : public gpustack::support::NvmlMigFamilyPlugin {
         .plugin_version = GPUSTACK_PLUGIN_VERSION,
         .pci_vendor_ids = {0x10de},
         .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING |
-                        GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS,
+                        GPUSTACK_CAP_PARTITIONING | GPUSTACK_CAP_PROCESS_METRICS |
+                        GPUSTACK_CAP_HEALTH_EVENTS,
         .partition_kind = "mig",
         .runtime_class = "nvidia",
         .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DRIVER,

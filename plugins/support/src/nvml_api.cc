@@ -52,6 +52,11 @@ bool Api::has_mig() const {
          device_get_mig_device_handle_by_index != nullptr && device_get_gpu_instance_id != nullptr;
 }
 
+bool Api::has_events() const {
+  return event_set_create != nullptr && device_register_events != nullptr &&
+         event_set_wait != nullptr && event_set_free != nullptr;
+}
+
 bool Resolve(const sdk::VendorLibrary& library, std::string_view prefix, Api* api,
              std::string* missing) {
   Resolver r(library, prefix);
@@ -81,6 +86,10 @@ bool Resolve(const sdk::VendorLibrary& library, std::string_view prefix, Api* ap
   r.Get(&api->device_get_compute_running_processes, {"DeviceGetComputeRunningProcesses_v3"});
   r.Get(&api->device_get_process_utilization, {"DeviceGetProcessUtilization"});
   r.Get(&api->device_get_mig_mode, {"DeviceGetMigMode"});
+  r.Get(&api->event_set_create, {"EventSetCreate"});
+  r.Get(&api->device_register_events, {"DeviceRegisterEvents"});
+  r.Get(&api->event_set_wait, {"EventSetWait_v2"});
+  r.Get(&api->event_set_free, {"EventSetFree"});
   r.Get(&api->device_get_gpu_instance_profile_info, {"DeviceGetGpuInstanceProfileInfo"});
   r.Get(&api->device_get_gpu_instance_profile_info_v, {"DeviceGetGpuInstanceProfileInfoV"});
   r.Get(&api->device_get_gpu_instance_possible_placements,

@@ -103,7 +103,45 @@ NvmlMigFamilyPlugin::NvmlMigFamilyPlugin(const sdk::Host& host, NvmlFamilyTraits
 }
 
 NvmlFamilyPlugin::~NvmlFamilyPlugin() {
+  if (events_ != nullptr) api_.event_set_free(events_);
   if (initialized_) api_.shutdown();
+}
+
+// Runs on the host's health thread, beside the other hooks: it touches only the event set and
+// its own handle map, and the function table, which is written once before `loaded_` is set.
+void NvmlFamilyPlugin::PollHealthEvents(uint32_t timeout_ms, sdk::HealthSink& sink) {
+  std::lock_guard lock(events_mutex_);
+  if (!loaded_.load(std::memory_order_acquire) || !api_.has_events()) {
+    return;  // not loaded yet, or a driver without events: the host waits out its timeout
+  }
+  if (events_ == nullptr) {
+    if (api_.event_set_create(&events_) != nvml::kSuccess) {
+      events_ = nullptr;
+      return;
+    }
+    unsigned count = 0;
+    api_.device_get_count(&count);
+    for (unsigned i = 0; i < count; ++i) {
+      nvml::Device device = nullptr;
+      char uuid[96] = {};
+      if (api_.device_get_handle_by_index(i, &device) != nvml::kSuccess ||
+          api_.device_get_uuid(device, uuid, sizeof(uuid)) != nvml::kSuccess) {
+        continue;
+      }
+      // A card that cannot report events is still polled by discovery.
+      if (api_.device_register_events(device, nvml::kEventTypeXidCriticalError, events_) ==
+          nvml::kSuccess) {
+        event_cards_[device] = uuid;
+      }
+    }
+  }
+  nvml::EventData data{};
+  const nvml::Return r = api_.event_set_wait(events_, &data, timeout_ms);
+  if (r != nvml::kSuccess) return;  // a timeout, mostly
+  auto card = event_cards_.find(data.device);
+  if (card == event_cards_.end() || data.event_type != nvml::kEventTypeXidCriticalError) return;
+  sink.Add({card->second, GPUSTACK_HEALTH_UNHEALTHY,
+            "XID " + std::to_string(data.event_data) + " (critical error reported by the driver)"});
 }
 
 std::string NvmlFamilyPlugin::ErrorText(nvml::Return r) const {
@@ -127,6 +165,7 @@ bool NvmlFamilyPlugin::EnsureLoaded() {
     Fail(GPUSTACK_STATUS_UNAVAILABLE, "initialization failed", r);
   }
   initialized_ = true;
+  loaded_.store(true, std::memory_order_release);
   return true;
 }
 

@@ -13,11 +13,15 @@
 #include <gpustack_support/nvml_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_fixture.h"
@@ -33,6 +37,7 @@ using nlohmann::json;
 struct nv::DeviceOpaque {};
 struct nv::GpuInstanceOpaque {};
 struct nv::ComputeInstanceOpaque {};
+struct nv::EventSetOpaque {};
 
 namespace {
 
@@ -648,5 +653,69 @@ EXPORT nv::Return FN(DeviceGetGpuInstanceId)(nv::Device device, unsigned* id) {
   auto* h = static_cast<Handle*>(device);
   if (h == nullptr || h->ci == nullptr) return nv::kErrorInvalidArgument;
   *id = h->ci->gi->id;
+  return nv::kSuccess;
+}
+
+// Driver events. A test raises one by appending "<card uuid> <xid>" to the file named by
+// GPUSTACK_FAKE_NVML_EVENTS; each event set reads the lines added since it was created.
+namespace {
+struct FakeEventSet : nv::EventSetOpaque {
+  std::vector<nv::Device> devices;
+  std::streamoff offset = 0;
+};
+std::string EventsPath() {
+  const char* path = std::getenv("GPUSTACK_FAKE_NVML_EVENTS");
+  return path == nullptr ? std::string() : std::string(path);
+}
+}  // namespace
+
+EXPORT nv::Return FN(EventSetCreate)(nv::EventSet* set) {
+  GUARD("EventSetCreate");
+  auto* created = new FakeEventSet();
+  std::ifstream in(EventsPath(), std::ios::ate);
+  created->offset = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  *set = created;
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(DeviceRegisterEvents)(nv::Device device, unsigned long long types,
+                                           nv::EventSet set) {
+  GUARD("DeviceRegisterEvents");
+  if (device == nullptr || set == nullptr || (types & nv::kEventTypeXidCriticalError) == 0)
+    return nv::kErrorInvalidArgument;
+  static_cast<FakeEventSet*>(set)->devices.push_back(device);
+  return nv::kSuccess;
+}
+
+EXPORT nv::Return FN(EventSetWait_v2)(nv::EventSet set, nv::EventData* data, unsigned timeout_ms) {
+  auto* events = static_cast<FakeEventSet*>(set);
+  if (events == nullptr || data == nullptr) return nv::kErrorInvalidArgument;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  do {
+    std::ifstream in(EventsPath());
+    if (in && in.seekg(events->offset)) {
+      std::string uuid;
+      unsigned long long xid = 0;
+      if (in >> uuid >> xid) {
+        std::string rest;
+        std::getline(in, rest);
+        events->offset = in.tellg() >= 0 ? static_cast<std::streamoff>(in.tellg()) : events->offset;
+        std::lock_guard<std::mutex> lock(g.mu);
+        for (nv::Device device : events->devices) {
+          if (static_cast<Handle*>(device)->card->spec.value("uuid", "") == uuid) {
+            *data = {device, nv::kEventTypeXidCriticalError, xid, 0xFFFFFFFFu, 0xFFFFFFFFu};
+            return nv::kSuccess;
+          }
+        }
+        continue;  // a card this set does not watch
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < until);
+  return nv::kErrorTimeout;
+}
+
+EXPORT nv::Return FN(EventSetFree)(nv::EventSet set) {
+  delete static_cast<FakeEventSet*>(set);
   return nv::kSuccess;
 }

@@ -19,6 +19,7 @@ inline constexpr Return kErrorInvalidArgument = 2;
 inline constexpr Return kErrorNotSupported = 3;
 inline constexpr Return kErrorNoPermission = 4;
 inline constexpr Return kErrorNotFound = 6;
+inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorInsufficientSize = 7;
 inline constexpr Return kErrorGpuIsLost = 15;
 inline constexpr Return kErrorInUse = 19;
@@ -30,6 +31,19 @@ struct GpuInstanceOpaque;
 using GpuInstance = GpuInstanceOpaque*;  // nvmlGpuInstance_t
 struct ComputeInstanceOpaque;
 using ComputeInstance = ComputeInstanceOpaque*;  // nvmlComputeInstance_t
+struct EventSetOpaque;
+using EventSet = EventSetOpaque*;  // nvmlEventSet_t
+
+inline constexpr unsigned long long kEventTypeXidCriticalError =
+    0x8;  // nvmlEventTypeXidCriticalError
+
+struct EventData {  // nvmlEventData_t
+  Device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID for an XID event
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
 
 struct PciInfo {  // nvmlPciInfo_t
   char bus_id_legacy[16];
@@ -193,8 +207,14 @@ struct Api {
   Return (*device_get_max_mig_device_count)(Device, unsigned int*) = nullptr;
   Return (*device_get_mig_device_handle_by_index)(Device, unsigned int, Device*) = nullptr;
   Return (*device_get_gpu_instance_id)(Device, unsigned int*) = nullptr;
+  // Driver events (XID errors): optional, NVML only.
+  Return (*event_set_create)(EventSet*) = nullptr;
+  Return (*device_register_events)(Device, unsigned long long, EventSet) = nullptr;
+  Return (*event_set_wait)(EventSet, EventData*, unsigned int) = nullptr;  // timeout in ms
+  Return (*event_set_free)(EventSet) = nullptr;
 
   bool has_mig() const;
+  bool has_events() const;
 };
 
 // Resolves every function under `prefix` ("nvml", "hgml"), preferring the newest versioned name.

@@ -8,9 +8,11 @@
 #include <gpustack/plugin.hpp>
 #include <gpustack/plugin_util.hpp>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +52,10 @@ class NvmlFamilyPlugin : public sdk::Plugin {
   void Grant(const sdk::Grant& grant, sdk::ContainerEditSink& sink) override;
   void ListDeviceNodes(const std::vector<std::string>& ids, sdk::DeviceNodeSink& sink) override;
   void SampleMetrics(const sdk::MetricsRequest& request, sdk::MetricsSink& sink) override;
+  // XID critical errors through the driver's event sets (used where the plugin claims
+  // GPUSTACK_CAP_HEALTH_EVENTS); a card that goes unhealthy comes back when discovery reads it
+  // healthy again.
+  void PollHealthEvents(uint32_t timeout_ms, sdk::HealthSink& sink) override;
 
  protected:
   struct DriverProfile {
@@ -79,8 +85,9 @@ class NvmlFamilyPlugin : public sdk::Plugin {
   sdk::LazyLibrary library_;
   nvml::Api api_{};
   bool initialized_ = false;
-  std::vector<Card> cards_{};  // from the last discovery, in enumeration order
-  sdk::CardBook book_;         // every card as last read, by the library's index
+  std::atomic<bool> loaded_{false};  // api_ is complete and the library initialized
+  std::vector<Card> cards_{};        // from the last discovery, in enumeration order
+  sdk::CardBook book_;               // every card as last read, by the library's index
 
  private:
   std::vector<DriverProfile> QueryProfiles(nvml::Device device, const std::string& product) const;
@@ -94,6 +101,10 @@ class NvmlFamilyPlugin : public sdk::Plugin {
     bool skip = false;  // no usable device node: left out on purpose
   };
   Read ReadCard(unsigned i, const std::string& driver, int cuda);
+
+  std::mutex events_mutex_;  // the health thread's own state
+  nvml::EventSet events_ = nullptr;
+  std::map<nvml::Device, std::string> event_cards_;  // uuid by handle
 };
 
 // The family with MIG-style partitions (NVIDIA, T-Head): created, listed and destroyed through
