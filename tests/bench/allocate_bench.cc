@@ -76,6 +76,20 @@ std::string TokenFor(runtime::NodeRuntime& runtime, node::Allocator& allocator,
   return allocator.Prefer(sliced, available, {}, 1).at(0);
 }
 
+// One timed Allocate of the device GetPreferredAllocation would offer; exits on a refusal.
+double TimedAllocate(runtime::NodeRuntime& runtime, node::Allocator& allocator,
+                     const node::ServedResource& sliced, int i) {
+  const std::string token = TokenFor(runtime, allocator, sliced);
+  const auto start = Clock::now();
+  auto result = allocator.Allocate(sliced, {token});
+  const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  if (!result) {
+    std::fprintf(stderr, "call %d: %s\n", i, result.error().c_str());
+    std::exit(1);
+  }
+  return micros;
+}
+
 void Report(const char* mode, std::vector<double> micros) {
   std::sort(micros.begin(), micros.end());
   std::printf("%-30s n=%zu p50=%.0f us p99=%.0f us max=%.0f us\n", mode, micros.size(),
@@ -98,14 +112,7 @@ void Decision() {
   std::vector<double> micros;
   for (int i = 0; i < kCalls; ++i) {
     Arrive(pods, allocator, i);
-    const std::string token = TokenFor(*runtime, allocator, sliced);
-    const auto start = Clock::now();
-    auto result = allocator.Allocate(sliced, {token});
-    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    if (!result) {
-      std::fprintf(stderr, "call %d: %s\n", i, result.error().c_str());
-      std::exit(1);
-    }
+    micros.push_back(TimedAllocate(*runtime, allocator, sliced, i));
   }
   Report("decision", micros);
 }
@@ -208,14 +215,7 @@ void Apiserver(bool with_cache) {
       allocator.ReleaseDeleted({live.front()});
       live.pop_front();
     }
-    const std::string token = TokenFor(*runtime, allocator, sliced);
-    const auto start = Clock::now();
-    auto result = allocator.Allocate(sliced, {token});
-    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    if (!result) {
-      std::fprintf(stderr, "call %d: %s\n", i, result.error().c_str());
-      std::exit(1);
-    }
+    micros.push_back(TimedAllocate(*runtime, allocator, sliced, i));
   }
   Report(with_cache ? "apiserver (watch cache first)" : "apiserver (a list per call)", micros);
   pods.set_informer(nullptr);
