@@ -123,7 +123,6 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
   });
 
   KubeletFrontEnd front(board, allocator, options.kubelet);
-  front.Start();
 
   // The latest sampling round, read by the exporter's thread.
   std::mutex metrics_mutex;
@@ -157,13 +156,17 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
                                        },
                                        [&] { return front.registered_generations() > 0; }});
   if (options.serve_https) {
+    // Bad input (a certificate that does not load, a port in use) stops the daemon before it
+    // registers anything: a node without its metrics would look healthy and not be.
     if (Status started = exporter.Start(); !started) {
-      log->error("{}: no metrics and no snapshot will be served", started.error());
-    } else {
-      log->info("serving /metrics and /monitor/snapshot on https://{}:{}", options.exporter.address,
-                exporter.port());
+      log->error("{}", started.error());
+      informer.Stop();
+      return 2;
     }
+    log->info("serving /metrics and /monitor/snapshot on https://{}:{}", options.exporter.address,
+              exporter.port());
   }
+  front.Start();
   runtime.StartHealthLoop(options.health_poll, [&] {
     dirty = true;
     poke();

@@ -530,6 +530,7 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
           break;
         }
         if (!events) {
+          if (health_stop_ || StopRequested()) break;  // interrupted on the way out: no news
           Logger("runtime")->warn("health poll failed: {}", events.error());
           std::this_thread::sleep_for(poll_timeout);  // bounded retry, never a busy loop
           continue;
