@@ -240,6 +240,10 @@ int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
       return 1;
     }
   }
+  if (auto lock = gpustack::node::LockDirectory(options.kubelet.device_plugin_dir); !lock) {
+    std::cerr << "error: " << gpustack::Printable(lock.error()) << "\n";
+    return lock.code() == gpustack::Code::kAlreadyExists ? 1 : kBadInput;
+  }
   auto client = gpustack::kube::Client::FromEnvironment();
   if (!client) {
     std::cerr << "error: cannot reach the Kubernetes API: " << gpustack::Printable(client.error())

@@ -53,6 +53,17 @@ Result<int> LockNode(const std::filesystem::path& path) {
   return fd;
 }
 
+Result<int> LockDirectory(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Error{"cannot open " + path.string() + ": " + std::strerror(errno)};
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return Error{"another device-manager serve already serves the kubelet through " + path.string(),
+                 Code::kAlreadyExists};
+  }
+  return fd;
+}
+
 int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
               const std::atomic<bool>& stop) {
   auto log = Logger("daemon");

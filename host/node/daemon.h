@@ -39,6 +39,10 @@ struct DaemonOptions {
 // One daemon per node: holds an exclusive lock on `path` for the life of the process (the fd is
 // kept open on purpose). ALREADY_EXISTS, naming the holder's pid, when another daemon has it.
 Result<int> LockNode(const std::filesystem::path& path);
+// The same on a directory itself (the kubelet's device-plugin directory): a lock no file
+// deletion there can undo, so two daemons with different state directories still cannot both
+// serve one kubelet.
+Result<int> LockDirectory(const std::filesystem::path& path);
 
 // Serves until `stop` turns true; returns the process exit status (0 after a clean stop).
 int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
