@@ -205,6 +205,13 @@ KubeletFrontEnd::~KubeletFrontEnd() { Stop(); }
 
 void KubeletFrontEnd::Start() {
   stop_ = false;
+  Serve();
+  if (!watcher_.joinable()) watcher_ = std::thread([this] { Watch(); });
+}
+
+// A new generation. The watcher calls it too, so it never touches stop_: a Stop() racing a
+// restart must still end the watcher.
+void KubeletFrontEnd::Serve() {
   auto started = std::chrono::steady_clock::now();
   auto generation = std::make_unique<Generation>();
   generation->board = &board_;
@@ -281,11 +288,8 @@ void KubeletFrontEnd::Start() {
           ->info("every resource registered in {} ms", last_registration_ms_.load());
     }
   });
-  {
-    std::lock_guard lock(generation_mutex_);
-    generation_ = std::move(generation);
-  }
-  if (!watcher_.joinable()) watcher_ = std::thread([this] { Watch(); });
+  std::lock_guard lock(generation_mutex_);
+  generation_ = std::move(generation);
 }
 
 void KubeletFrontEnd::Stop() {
@@ -341,7 +345,7 @@ void KubeletFrontEnd::Watch() {
       // Our own socket deletions from the reset are in the queue now: drop them.
       while (read(fd, buffer, sizeof(buffer)) > 0) {
       }
-      Start();
+      Serve();
     }
   }
   close(fd);

@@ -76,6 +76,7 @@ class KubeletFrontEnd {
   struct Generation;
 
  private:
+  void Serve();  // one generation
   void Watch();  // inotify on the directory: the kubelet's socket recreated, ours removed
 
   TokenBoard& board_;
