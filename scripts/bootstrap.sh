@@ -21,6 +21,7 @@ packages=(
   containerd runc containernetworking-plugins busybox-static iptables
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus                  # promtool: the node daemon's /metrics is checked with it
   clang-14 libclang-rt-14-dev  # libFuzzer targets (GPUSTACK_FUZZ)
 )
 
