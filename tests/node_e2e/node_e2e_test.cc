@@ -195,6 +195,11 @@ void SetCountingKeys(const Json& capacity) {
 class NodeE2e : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // A run that aborted (a crash, a timeout) leaves its daemon and sockets: gone before this one.
+    testing::Run(std::string("pkill -KILL -f '^") + GPUSTACK_BINARY + " .*device-manager serve'");
+    for (const auto& entry : fs::directory_iterator(kPluginDir)) {
+      if (entry.path().filename().string().rfind("gpustack-", 0) == 0) fs::remove(entry.path());
+    }
     client_ = testing::TestbedClient().release();
     testing::ApplyCrds(*client_, std::string(GPUSTACK_CRD_DIR) + "/worker.gpustack.ai_devices.yaml",
                        "node-e2e");
@@ -592,7 +597,8 @@ TEST_F(NodeE2e, TwoVendorsAreServedByOneProcess) {
       << daemon.Log();
   ASSERT_TRUE(WaitFor([&] { return DevicesStatus().value("plugins", Json::array()).size() == 2; }))
       << DevicesStatus().dump();
-  for (const Json& plugin : DevicesStatus()["plugins"]) EXPECT_EQ(plugin["state"], "running");
+  const Json status = DevicesStatus();  // a range-for over a temporary's member would dangle
+  for (const Json& plugin : status["plugins"]) EXPECT_EQ(plugin["state"], "running");
   std::ifstream expected(std::string(GPUSTACK_NODES_DIR) +
                          "/expected/mixed-nvidia-amd.devices.json");
   EXPECT_EQ((*client_->Get(resources::Devices(), "", kNode))["spec"], Json::parse(expected));
