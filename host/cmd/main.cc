@@ -228,7 +228,11 @@ int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
     return kBadInput;
   }
   flags.options.node_name = options.node_name;
-  options.allocator.sliced_gate = EnvSwitch("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", true);
+  // The reference's "gate off" clamps a card's remaining credits at 0, which over-admits it.
+  if (!EnvSwitch("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", true)) {
+    std::cerr << "warning: GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE=false is not supported: a "
+                 "slice that does not fit its card is always refused\n";
+  }
   options.allocator.identify_by_kubelet =
       EnvSwitch("GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET", true);
   options.allocator.release_terminated = EnvSwitch("GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS", true);

@@ -50,7 +50,6 @@ class PodDirectory {
 };
 
 struct AllocatorOptions {
-  bool sliced_gate = true;          // GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE
   bool identify_by_kubelet = true;  // GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET
   bool release_terminated = true;   // GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS
 };
