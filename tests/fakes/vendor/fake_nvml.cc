@@ -12,6 +12,8 @@
 //              processes: [{pid, used_mib, sm_util, gi}]}]
 #include <gpustack_support/nvml_api.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -691,8 +693,19 @@ EXPORT nv::Return FN(EventSetWait_v2)(nv::EventSet set, nv::EventData* data, uns
   auto* events = static_cast<FakeEventSet*>(set);
   if (events == nullptr || data == nullptr) return nv::kErrorInvalidArgument;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const std::string path = EventsPath();
+  if (path.empty()) {  // nothing can ever arrive: block like the driver does
+    std::this_thread::sleep_until(until);
+    return nv::kErrorTimeout;
+  }
   do {
-    std::ifstream in(EventsPath());
+    // Opened only when the file has grown past what this set has read.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || st.st_size <= events->offset) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    std::ifstream in(path);
     if (in && in.seekg(events->offset)) {
       std::string uuid;
       unsigned long long xid = 0;
@@ -710,7 +723,7 @@ EXPORT nv::Return FN(EventSetWait_v2)(nv::EventSet set, nv::EventData* data, uns
         continue;  // a card this set does not watch
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } while (std::chrono::steady_clock::now() < until);
   return nv::kErrorTimeout;
 }
