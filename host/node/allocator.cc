@@ -206,7 +206,11 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
   };
   if (resource.family != ResourceFamily::kVisibility &&
       resource.family != ResourceFamily::kPartitioned) {
-    auto pods = pods_.PodsOnNode();
+    // A hint only: the watch cache will do, a list only without one.
+    std::optional<std::vector<Json>> pods = pods_.CachedPods();
+    if (!pods) {
+      if (auto listed = pods_.PodsOnNode()) pods = std::move(*listed);
+    }
     if (pods) {
       std::lock_guard lock(mutex_);
       runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
@@ -240,31 +244,29 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
 Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
                                            const std::vector<std::string>& device_ids) {
   if (device_ids.empty()) return Error{"an Allocate names no device", Code::kInvalidArgument};
-  // The cache may lack the Pod being admitted, or still show one the kubelet has given up on:
-  // any answer but a success is asked again of a fresh list.
+  // The kubelet is asked once; the cache may lack the Pod being admitted, or still show one the
+  // kubelet has given up on: any answer but a success is asked again of a fresh list.
+  std::optional<std::set<std::string>> waiting;
+  if (options_.identify_by_kubelet) waiting = pods_.KubeletWaiting(resource.name);
   if (auto cached = pods_.CachedPods()) {
-    if (auto result = AllocateFrom(resource, device_ids, *cached)) return result;
+    if (auto result = AllocateFrom(resource, device_ids, *cached, waiting)) return result;
   }
   auto pods = pods_.PodsOnNode();
   if (!pods) {
     return Error{"cannot list the Pods on this node: " + pods.error(), Code::kUnavailable};
   }
-  return AllocateFrom(resource, device_ids, *pods);
+  return AllocateFrom(resource, device_ids, *pods, waiting);
 }
 
-Result<AllocateResult> Allocator::AllocateFrom(const ServedResource& resource,
-                                               const std::vector<std::string>& device_ids,
-                                               const std::vector<Json>& pod_list) {
-  const std::vector<Json>* pods = &pod_list;
-  std::optional<std::set<std::string>> waiting;
-  if (options_.identify_by_kubelet) waiting = pods_.KubeletWaiting(resource.name);
-
+Result<AllocateResult> Allocator::AllocateFrom(
+    const ServedResource& resource, const std::vector<std::string>& device_ids,
+    const std::vector<Json>& pods, const std::optional<std::set<std::string>>& waiting) {
   std::unique_lock lock(mutex_);
   if (resource.family == ResourceFamily::kVisibility) {
-    return AllocateVisibility(resource, static_cast<int64_t>(device_ids.size()), *pods, waiting);
+    return AllocateVisibility(resource, static_cast<int64_t>(device_ids.size()), pods, waiting);
   }
   const Json* pod = nullptr;
-  auto result = AllocateLocked(resource, device_ids, *pods, waiting, &pod);
+  auto result = AllocateLocked(resource, device_ids, pods, waiting, &pod);
   if (!result) return result;
   // The durable record comes before the kubelet's answer: no record, no devices.
   const std::string annotation = AnnotationFor(result->owner.pod_uid);

@@ -115,7 +115,8 @@ class Allocator {
  private:
   Result<AllocateResult> AllocateFrom(const ServedResource& resource,
                                       const std::vector<std::string>& device_ids,
-                                      const std::vector<Json>& pods);
+                                      const std::vector<Json>& pods,
+                                      const std::optional<std::set<std::string>>& waiting);
   Result<AllocateResult> AllocateLocked(const ServedResource& resource,
                                         const std::vector<std::string>& device_ids,
                                         const std::vector<Json>& pods,

@@ -88,6 +88,17 @@ TEST_F(AllocatorTest, TheWatchCacheServesFirstAndAFreshListWhenItLags) {
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(result->pod, "ns/newer");
   EXPECT_EQ(pods_.lists, 1);
+  EXPECT_EQ(pods_.kubelet_asks, 2);  // once per Allocate, not once per attempt
+  // GetPreferredAllocation is a hint: the cache serves it, no list.
+  pods_.Add("third", {{"acme.example.com/accel.shared", "1"}}, "2026-01-03T00:00:00Z");
+  pods_.cache = pods_.pods;
+  std::vector<std::string> shared;
+  runtime_->WithLedger([&](ledger::NodeLedger& ledger) {
+    for (const Token& t : TokensOf(ledger, served_[ResourceFamily::kShared]))
+      shared.push_back(t.id);
+  });
+  EXPECT_EQ(allocator_->Prefer(served_[ResourceFamily::kShared], shared, {}, 1).size(), 1u);
+  EXPECT_EQ(pods_.lists, 1);
 }
 
 TEST_F(AllocatorTest, TheKubeletsWordNarrowsTheChoice) {

@@ -36,6 +36,7 @@ class MemoryPods final : public PodDirectory {
   }
   std::optional<std::vector<Json>> CachedPods() override { return cache; }
   std::optional<std::set<std::string>> KubeletWaiting(const std::string&) override {
+    ++kubelet_asks;
     return waiting;
   }
   Status Record(const Json& pod, const std::string& value) override {
@@ -61,6 +62,7 @@ class MemoryPods final : public PodDirectory {
   std::vector<Json> pods;
   std::optional<std::vector<Json>> cache;  // a watch cache, when set; may lag `pods`
   int lists = 0;
+  int kubelet_asks = 0;
   std::optional<std::set<std::string>> waiting;
   std::map<std::string, std::string> records;  // by Pod uid
   bool fail_records = false;
