@@ -24,6 +24,8 @@
 #include "host/device_manager/preflight.h"
 #include "host/kube/client.h"
 #include "host/node/daemon.h"
+#include "host/loader/dlopen_source.h"
+#include "host/operator/worker.h"
 
 namespace {
 
@@ -263,6 +265,55 @@ int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
   return gpustack::node::RunDaemon(**node, **client, options, g_stop);
 }
 
+struct WorkerFlags {
+  gpustack::op::WorkerOptions options;
+  std::vector<std::string> plugin_dirs;
+  int secure_port = 31443;
+  std::string cert_dir;
+  double qps = 200;
+  int burst = 400;
+};
+
+int RunWorkerCommand(WorkerFlags& flags) {
+  auto& o = flags.options;
+  o.getenv = [](const std::string& name) { return Env(name); };
+  if (o.identity.empty()) o.identity = Env("KUBERNETES_POD_NAME");
+  if (o.identity.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    o.identity = std::string(host) + "_" + std::to_string(getpid());
+  }
+  const auto default_dir = gpustack::loader::DefaultPluginDir();
+  const auto dirs =
+      gpustack::loader::PluginSearchPath(flags.plugin_dirs, Env("GPUSTACK_PLUGIN_PATH"), default_dir);
+  std::vector<std::filesystem::path> required;
+  for (const auto& dir : dirs)
+    if (dir != default_dir.lexically_normal()) required.push_back(dir);
+  std::vector<std::string> problems;
+  o.manufacturers = gpustack::op::LoadManufacturers(dirs, required, o.getenv, &problems);
+  for (const std::string& p : problems)
+    std::cerr << "warning: " << gpustack::Printable(p) << "\n";
+  if (o.manufacturers.empty()) {
+    std::cerr << "error: no plugin loaded from " << dirs.size()
+              << " plugin directory(ies): the worker needs the manufacturer table they declare\n";
+    return kBadInput;
+  }
+  o.serve_https = flags.secure_port != 0;
+  o.health.port = static_cast<uint16_t>(flags.secure_port);
+  o.health.cert_dir = flags.cert_dir;
+  o.health.common_name = "gpustack-operator-worker";
+  gpustack::kube::ClientOptions client_options;
+  client_options.qps = flags.qps;
+  client_options.burst = flags.burst;
+  auto client = gpustack::kube::Client::FromEnvironment(client_options);
+  if (!client) {
+    std::cerr << "error: cannot reach the Kubernetes API: " << gpustack::Printable(client.error())
+              << "\n";
+    return kBadInput;
+  }
+  return gpustack::op::RunWorker(**client, o, g_stop);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -387,6 +438,50 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
 
+  CLI::App* worker = app.add_subcommand(
+      "worker", "Run the central worker: node pools, InstanceTypes and the Kueue chain");
+  worker->alias("w");
+  WorkerFlags worker_flags;
+  worker->add_option("--plugin-dir", worker_flags.plugin_dirs,
+                     "Extra plugin directory, searched before GPUSTACK_PLUGIN_PATH and the "
+                     "default (repeatable); plugins are only identified, never initialised");
+  worker
+      ->add_option("--namespace", worker_flags.options.system_namespace,
+                   "The system namespace: the Lease and the settings Secret live there")
+      ->envname("KUBERNETES_POD_NAMESPACE")
+      ->capture_default_str();
+  worker->add_option("--identity", worker_flags.options.identity,
+                     "This replica's name in the Lease (default: KUBERNETES_POD_NAME, else "
+                     "host_pid)");
+  worker
+      ->add_option("--secure-port", worker_flags.secure_port,
+                   "HTTPS port of /metrics, /livez and /readyz (0: none)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  worker->add_option("--cert-dir", worker_flags.cert_dir,
+                     "Directory with tls.crt and tls.key (default: a self-signed certificate)");
+  worker->add_flag("!--no-kube-leader-election", worker_flags.options.leader_election,
+                   "Reconcile without a Lease (one replica only)");
+  auto seconds = [](double s) {
+    return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
+  };
+  double lease = 15, renew = 10, retry = 2;
+  worker->add_option("--kube-leader-election-lease-duration", lease, "Seconds")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  worker->add_option("--kube-leader-election-renew-deadline", renew, "Seconds")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
+  worker->add_option("--kube-leader-election-retry-period", retry, "Seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  worker->add_option("--kube-conn-qps", worker_flags.qps, "Requests per second to the apiserver")
+      ->check(CLI::Range(1.0, 100000.0))
+      ->capture_default_str();
+  worker->add_option("--kube-conn-burst", worker_flags.burst, "Request burst")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -429,6 +524,13 @@ int main(int argc, char** argv) {
     serve_options.exporter.cert_dir = cert_dir;
     // SIGTERM is how a DaemonSet Pod stops: a clean stop, status 0.
     const int status = RunServe(serve_flags, serve_options);
+    return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
+  }
+  if (worker->parsed()) {
+    worker_flags.options.lease_duration = seconds(lease);
+    worker_flags.options.renew_deadline = seconds(renew);
+    worker_flags.options.retry_period = seconds(retry);
+    const int status = RunWorkerCommand(worker_flags);
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
   }
   if (preflight->parsed()) {

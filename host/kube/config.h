@@ -53,6 +53,10 @@ Result<ClientConfig> LoadInClusterConfig(
 // What kubectl and client-go do: KUBECONFIG, then in-cluster, then ~/.kube/config.
 Result<ClientConfig> LoadDefaultConfig();
 
+// Standard base64 (line breaks and spaces ignored), as kubeconfig *-data fields and Secret data
+// carry it; `what` names the field in the error.
+Result<std::string> DecodeBase64(std::string_view text, std::string_view what);
+
 }  // namespace gpustack::kube
 
 #endif  // GPUSTACK_HOST_KUBE_CONFIG_H_

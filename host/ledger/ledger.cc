@@ -465,4 +465,101 @@ Result<NodeFit> FitOnNodes(const std::vector<const NodeLedger*>& nodes, const Re
                (why.empty() ? "" : ": " + why)};
 }
 
+Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, DevicesSpec spec,
+                                                          const DevicesStatus& status) {
+  auto ledger = std::make_shared<NodeLedger>(std::move(node), std::move(spec));
+  for (const AllocationGroup& g : status.groups) {
+    for (const AcceleratorAllocation& a : g.accelerators) {
+      if (a.mode == Mode::kNone) continue;
+      const CardState* card = nullptr;
+      for (const CardState& c : ledger->cards())
+        if (c.card->id == a.id) card = &c;
+      if (card == nullptr) {
+        return Error{"status names card " + a.id + ", which the spec of node " + ledger->node() +
+                     " does not have"};
+      }
+      std::vector<Allocation> held;
+      const auto owner = [&](size_t n) { return Owner{"published", a.id + "/" + std::to_string(n)}; };
+      switch (a.mode) {
+        case Mode::kExclusive: {
+          Charge c;
+          c.accelerator_id = a.id;
+          c.mode = Mode::kExclusive;
+          c.credits = kCardCredits;
+          held.push_back({owner(0), {c}});
+          break;
+        }
+        case Mode::kShared: {
+          const auto slots = static_cast<uint32_t>(a.allocated / kSharedSlotCredits);
+          Charge c;
+          c.accelerator_id = a.id;
+          c.mode = Mode::kShared;
+          c.credits = slots * kSharedSlotCredits;
+          c.shared_slots = slots;
+          held.push_back({owner(0), {c}});
+          break;
+        }
+        case Mode::kSliced: {
+          // One charge per published slice, the credits split evenly (the first takes the rest).
+          const int64_t n = std::clamp<int64_t>(a.allocated_slices, 1, std::max<int64_t>(a.allocated, 1));
+          for (int64_t i = 0; i < n; ++i) {
+            Charge c;
+            c.accelerator_id = a.id;
+            c.mode = Mode::kSliced;
+            c.credits = a.allocated / n + (i == 0 ? a.allocated % n : 0);
+            c.cores_percentage = 1;  // not published: the least a slice can hold
+            held.push_back({owner(static_cast<size_t>(i)), {c}});
+          }
+          break;
+        }
+        case Mode::kPartitioned: {
+          // Largest profiles first, each restored before the next is placed: the tightest
+          // packing, as the lowest-free-start rule would have made it.
+          std::vector<std::pair<const PartitionProfile*, uint32_t>> wanted;
+          for (const ProfileCount& p : a.allocated_profiles) {
+            const PartitionProfile* profile = card->card->FindProfile(p.name);
+            if (profile == nullptr) {
+              return Error{"status of node " + ledger->node() + " holds a " + p.name +
+                           " instance on card " + a.id + ", which does not offer that profile"};
+            }
+            wanted.emplace_back(profile, p.count);
+          }
+          std::stable_sort(wanted.begin(), wanted.end(), [](const auto& x, const auto& y) {
+            return x.first->memory_slices > y.first->memory_slices;
+          });
+          size_t n = 0;
+          for (const auto& [profile, count] : wanted) {
+            for (uint32_t i = 0; i < count; ++i) {
+              Request r;
+              r.manufacturer = g.manufacturer;
+              r.group_id = g.id;
+              r.family = Family::kPartitioned;
+              r.profile = profile->name;
+              r.cards = {a.id};
+              auto fit = ledger->Fit(r);
+              Status restored = fit ? ledger->Restore({owner(n++), std::move(*fit)})
+                                    : Status(fit.failure());
+              if (!restored) {
+                return Error{"status of node " + ledger->node() + " holds more " + profile->name +
+                             " instances on card " + a.id + " than it can host: " +
+                             restored.error()};
+              }
+            }
+          }
+          break;
+        }
+        case Mode::kNone:
+          break;
+      }
+      for (const Allocation& allocation : held) {
+        if (auto ok = ledger->Restore(allocation); !ok) {
+          return Error{"status of node " + ledger->node() + " over-charges card " + a.id + ": " +
+                       ok.error()};
+        }
+      }
+    }
+  }
+  return std::shared_ptr<const NodeLedger>(std::move(ledger));
+}
+
 }  // namespace gpustack::ledger

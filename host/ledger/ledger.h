@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -94,6 +95,14 @@ class NodeLedger {
   std::unordered_map<std::string, size_t> card_index_;
   std::map<Owner, Allocation> allocations_;
 };
+
+// The ledger a node published (its Devices spec and status), for readers that see only the object
+// (the worker's capacity views): each card's published charge is restored as one synthetic owner,
+// partitions at the lowest free placements of their profile. A status that over-charges a card or
+// names a card the spec lacks is refused, naming it. Compute percentages are not published, so each
+// slice is read as holding 1 %.
+Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, DevicesSpec spec,
+                                                          const DevicesStatus& status);
 
 }  // namespace gpustack::ledger
 

@@ -1,0 +1,90 @@
+#include "host/operator/settings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+namespace gpustack::op {
+namespace {
+
+std::optional<bool> ParseBool(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  return std::nullopt;
+}
+
+struct Binding {
+  const char* name;
+  bool Settings::*field;
+};
+constexpr Binding kBindings[] = {
+    {"node-management-manual", &Settings::node_management_manual},
+    {"instance-type-mixed-on-node", &Settings::mixed_on_node},
+    {"instance-type-derived-from-node", &Settings::derived_from_node},
+    {"instance-type-drain-when-no-flavors", &Settings::drain_when_no_flavors},
+    {"instance-type-aware-cpu-manufacturer", &Settings::aware_cpu_manufacturer},
+    {"workload-fit-affinity", &Settings::workload_fit_affinity},
+};
+
+}  // namespace
+
+const std::vector<SettingInfo>& KnownSettings() {
+  static const std::vector<SettingInfo> known = {
+      {"node-management-manual", "false",
+       "When true, nodes are not labelled gpustack.ai/managed=true automatically; admins opt "
+       "nodes in."},
+      {"instance-type-mixed-on-node", "true",
+       "An accelerated node also contributes its CPU to the CPU pools."},
+      {"instance-type-derived-from-node", "true",
+       "The operator authors InstanceTypes from the nodes and attaches the "
+       "gpustack-node-devices check."},
+      {"instance-type-drain-when-no-flavors", "true",
+       "Drain a queue whose pool lost all its flavors before emptying its groups."},
+      {"instance-type-aware-cpu-manufacturer", "false", "Split pools per CPU key."},
+      {"workload-fit-affinity", "true", "Pin Workloads to nodes with a card that fits."},
+  };
+  return known;
+}
+
+std::string EnvironmentName(const std::string& setting) {
+  std::string name = "GPUSTACK_";
+  for (char c : setting) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return name;
+}
+
+Result<std::map<std::string, std::string>> SeedValues(
+    const std::function<std::string(const std::string&)>& getenv) {
+  std::map<std::string, std::string> values;
+  for (const SettingInfo& s : KnownSettings()) {
+    std::string value = getenv(EnvironmentName(s.name));
+    if (value.empty()) {
+      value = s.default_value;
+    } else if (!ParseBool(value)) {
+      return Error{EnvironmentName(s.name) + "=" + value + ": not a boolean (true or false)",
+                   Code::kInvalidArgument};
+    }
+    values[s.name] = *ParseBool(value) ? "true" : "false";
+  }
+  return values;
+}
+
+Settings ParseSettings(const std::map<std::string, std::string>& values,
+                       std::vector<std::string>* problems) {
+  Settings settings;
+  for (const Binding& b : kBindings) {
+    auto it = values.find(b.name);
+    if (it == values.end()) continue;
+    if (auto parsed = ParseBool(it->second)) {
+      settings.*(b.field) = *parsed;
+    } else if (problems != nullptr) {
+      problems->push_back("setting " + std::string(b.name) + " = '" + it->second +
+                          "' is not a boolean; keeping " +
+                          (settings.*(b.field) ? "true" : "false"));
+    }
+  }
+  return settings;
+}
+
+}  // namespace gpustack::op

@@ -1,0 +1,50 @@
+// The worker's online settings (reference §10.1): kept in the Secret `gpustack-settings` of the
+// system namespace, one key per setting, read on every reconcile so a change needs no restart.
+// The first start seeds each from GPUSTACK_<UPPER_SNAKE> or its default; later starts only add
+// the ones missing, so the environment never overwrites what an admin set. Pure.
+#ifndef GPUSTACK_HOST_OPERATOR_SETTINGS_H_
+#define GPUSTACK_HOST_OPERATOR_SETTINGS_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "host/common/result.h"
+
+namespace gpustack::op {
+
+inline constexpr const char* kSettingsSecret = "gpustack-settings";
+
+struct Settings {
+  bool node_management_manual = false;
+  bool mixed_on_node = true;
+  bool derived_from_node = true;
+  bool drain_when_no_flavors = true;
+  bool aware_cpu_manufacturer = false;
+  bool workload_fit_affinity = true;
+};
+
+struct SettingInfo {
+  std::string name;  // "node-management-manual"
+  std::string default_value;
+  std::string description;
+};
+const std::vector<SettingInfo>& KnownSettings();
+
+// GPUSTACK_NODE_MANAGEMENT_MANUAL for "node-management-manual".
+std::string EnvironmentName(const std::string& setting);
+
+// The values the first start writes (or a later one adds): the environment's, else the default.
+// A bad environment value is an error naming the variable.
+Result<std::map<std::string, std::string>> SeedValues(
+    const std::function<std::string(const std::string&)>& getenv);
+
+// Settings from the Secret's (decoded) values. A value that is not a boolean keeps the default
+// and is reported in `problems` (a typo must not take the worker down, nor be silently taken).
+Settings ParseSettings(const std::map<std::string, std::string>& values,
+                       std::vector<std::string>* problems);
+
+}  // namespace gpustack::op
+
+#endif  // GPUSTACK_HOST_OPERATOR_SETTINGS_H_

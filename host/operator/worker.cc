@@ -1,0 +1,658 @@
+#include "host/operator/worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "host/common/logging.h"
+#include "host/kube/config.h"
+#include "host/kube/informer.h"
+#include "host/kube/leader_election.h"
+#include "host/kube/workqueue.h"
+#include "host/loader/dlopen_source.h"
+
+namespace gpustack::op {
+namespace {
+
+using kube::ObjectPtr;
+using kube::ResourceType;
+
+const ResourceType kFlavors{"kueue.x-k8s.io", "v1beta2", "resourceflavors", false};
+const ResourceType kClusterQueues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
+const ResourceType kLocalQueues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};
+const ResourceType kAdmissionChecks{"kueue.x-k8s.io", "v1beta2", "admissionchecks", false};
+const ResourceType kSecrets{"", "v1", "secrets", true};
+
+std::string Name(const Json& object) { return object["metadata"].value("name", ""); }
+bool Deleting(const Json& object) { return object["metadata"].contains("deletionTimestamp"); }
+
+// The fields `manager` owns by apply on `subresource` ("" for the object itself).
+Json OwnedFields(const Json& object, const std::string& manager, const std::string& subresource) {
+  for (const Json& entry : object["metadata"].value("managedFields", Json::array())) {
+    if (entry.value("manager", "") == manager && entry.value("operation", "") == "Apply" &&
+        entry.value("subresource", "") == subresource) {
+      return entry.value("fieldsV1", Json::object());
+    }
+  }
+  return Json::object();
+}
+
+// The map keys under `path` in a fieldsV1 set ("f:metadata", "f:labels" -> label keys).
+std::set<std::string> OwnedKeys(const Json& fields, std::initializer_list<const char*> path) {
+  const Json* at = &fields;
+  for (const char* step : path) {
+    if (!at->is_object() || !at->contains(step)) return {};
+    at = &(*at)[step];
+  }
+  std::set<std::string> keys;
+  for (const auto& [key, value] : at->items())
+    if (key.rfind("f:", 0) == 0) keys.insert(key.substr(2));
+  return keys;
+}
+
+bool HasFinalizer(const Json& object, const std::string& finalizer) {
+  for (const Json& f : object["metadata"].value("finalizers", Json::array()))
+    if (f == finalizer) return true;
+  return false;
+}
+
+bool ConditionTrue(const Json& object, const std::string& type) {
+  for (const Json& c : object.value("status", Json::object()).value("conditions", Json::array()))
+    if (c.value("type", "") == type) return c.value("status", "") == "True";
+  return false;
+}
+
+std::string Now() { return kube::FormatMicroTime(std::chrono::system_clock::now()).substr(0, 19) + "Z"; }
+
+struct Counters {
+  std::mutex mutex;
+  uint64_t passes = 0;
+  uint64_t failed_passes = 0;
+  std::map<std::string, uint64_t> writes;  // by kind
+  uint64_t write_failures = 0;
+  double last_pass_seconds = 0;
+  bool leading = false;
+  bool synced = false;
+  Json snapshot = Json::object();
+  std::vector<std::string> problems;
+};
+
+// One write of a pass: what it does, for the log and the counters.
+struct Write {
+  std::string kind;
+  std::string what;
+  std::function<Status()> run;
+};
+
+// Runs `writes` on up to `threads` threads; the errors, each naming its write.
+std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Counters& counters) {
+  std::vector<std::string> errors;
+  std::mutex mutex;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < writes.size(); i = next++) {
+      Status done = writes[i].run();
+      std::lock_guard lock(mutex);
+      if (done) {
+        std::lock_guard c(counters.mutex);
+        ++counters.writes[writes[i].kind];
+      } else {
+        errors.push_back(writes[i].what + ": " + done.error());
+        std::lock_guard c(counters.mutex);
+        ++counters.write_failures;
+      }
+    }
+  };
+  const int n = std::clamp<int>(static_cast<int>(writes.size()), 1, std::max(threads, 1));
+  std::vector<std::jthread> pool;
+  for (int i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  return errors;
+}
+
+// One leadership term: informers, a work queue and the reconcile loop, all dropped when the term
+// ends, so a later term starts from fresh caches.
+class Term {
+ public:
+  Term(kube::Client& client, const WorkerOptions& options, Counters& counters)
+      : client_(client), options_(options), counters_(counters), log_(Logger("worker")) {}
+
+  void Run(std::stop_token stop) {
+    // Kueue's kinds must be served before its objects can be written: wait, loudly.
+    for (int attempt = 0; !stop.stop_requested(); ++attempt) {
+      auto served = client_.IsServed(kClusterQueues);
+      if (served && *served) break;
+      if (attempt % 6 == 0)
+        log_->warn("waiting for Kueue: {} is not served yet ({})", "clusterqueues.kueue.x-k8s.io",
+                   served ? "not installed" : served.error());
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+    }
+    if (stop.stop_requested()) return;
+
+    kube::InformerOptions by_label;
+    auto make = [&](ResourceType type, std::string ns, kube::InformerOptions o = {}) {
+      auto informer = std::make_unique<kube::Informer>(client_, std::move(type), std::move(ns), o);
+      informer->AddEventHandler({.on_add = [this](const ObjectPtr&) { queue_.Add("sync"); },
+                                 .on_update = [this](const ObjectPtr&,
+                                                     const ObjectPtr&) { queue_.Add("sync"); },
+                                 .on_delete = [this](const ObjectPtr&) { queue_.Add("sync"); }});
+      return informer;
+    };
+    nodes_ = make(kube::resources::Nodes(), "");
+    devices_ = make(kube::resources::Devices(), "");
+    instance_types_ = make(kube::resources::InstanceTypes(), "");
+    namespaces_ = make(kube::resources::Namespaces(), "");
+    by_label.label_selector = std::string(kTypeLabel) + "=nodes";
+    flavors_ = make(kFlavors, "", by_label);
+    by_label.label_selector = std::string(kTypeLabel) + "=instancetypes";
+    queues_ = make(kClusterQueues, "", by_label);
+    by_label.label_selector = std::string(kTypeLabel) + "=entrances";
+    entrances_ = make(kLocalQueues, "", by_label);
+    kube::InformerOptions by_name;
+    by_name.field_selector = std::string("metadata.name=") + kNodeDevicesCheck;
+    checks_ = make(kAdmissionChecks, "", by_name);
+    by_name.field_selector = std::string("metadata.name=") + kSettingsSecret;
+    settings_ = make(kSecrets, options_.system_namespace, by_name);
+    kube::Informer* all[] = {nodes_.get(),   devices_.get(),    instance_types_.get(),
+                             namespaces_.get(), flavors_.get(), queues_.get(),
+                             entrances_.get(), checks_.get(),   settings_.get()};
+    for (kube::Informer* i : all) i->Start();
+    for (kube::Informer* i : all) {
+      while (!stop.stop_requested() && !i->WaitForSync(std::chrono::seconds(1))) {
+      }
+    }
+    {
+      std::lock_guard lock(counters_.mutex);
+      counters_.synced = true;
+    }
+    log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
+               devices_->Size(), instance_types_->Size());
+    queue_.Add("sync");
+    std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
+    while (auto key = queue_.Get()) {
+      const auto started = std::chrono::steady_clock::now();
+      std::string error;
+      const bool ok = Pass(&error);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      {
+        std::lock_guard lock(counters_.mutex);
+        ++counters_.passes;
+        if (!ok) ++counters_.failed_passes;
+        counters_.last_pass_seconds = seconds;
+      }
+      if (ok) {
+        queue_.Forget(*key);
+      } else {
+        log_->warn("pass failed, retrying: {}", error);
+        queue_.AddRateLimited(*key);
+      }
+      queue_.Done(*key);
+    }
+    for (kube::Informer* i : all) i->Stop();
+    std::lock_guard lock(counters_.mutex);
+    counters_.synced = false;
+  }
+
+ private:
+  Settings ReadSettings(std::vector<std::string>* problems) {
+    std::map<std::string, std::string> values;
+    if (ObjectPtr secret = settings_->Get(options_.system_namespace + "/" + kSettingsSecret)) {
+      const Json data = secret->value("data", Json::object());
+      for (const auto& [key, value] : data.items()) {
+        if (!value.is_string()) continue;
+        if (auto decoded = kube::DecodeBase64(value.get<std::string>(), "setting " + key))
+          values[key] = *decoded;
+        else
+          problems->push_back(decoded.error());
+      }
+    }
+    return ParseSettings(values, problems);
+  }
+
+  std::vector<NodeFacts> ReadNodes(std::vector<std::string>* problems) {
+    std::vector<NodeFacts> out;
+    std::map<std::string, Cached> next;
+    for (const ObjectPtr& node : nodes_->List()) {
+      const std::string name = Name(*node);
+      ObjectPtr devices = devices_->Get(name);
+      const std::string node_rv = (*node)["metadata"].value("resourceVersion", "");
+      const std::string devices_rv =
+          devices ? (*devices)["metadata"].value("resourceVersion", "") : "";
+      auto cached = facts_.find(name);
+      if (cached != facts_.end() && cached->second.node_rv == node_rv &&
+          cached->second.devices_rv == devices_rv) {
+        next.emplace(name, std::move(cached->second));
+      } else {
+        next.emplace(name, Cached{node_rv, devices_rv, NodeFactsOf(*node, devices.get())});
+      }
+      const NodeFacts& facts = next.at(name).facts;
+      if (!facts.devices_problem.empty()) problems->push_back(facts.devices_problem);
+      out.push_back(facts);
+    }
+    facts_ = std::move(next);
+    return out;
+  }
+
+  Write Apply(std::string kind, const char* manager, const ResourceType& type, Json object,
+              std::string subresource = {}) {
+    std::string what = "apply " + kind + " " + Name(object) +
+                       (subresource.empty() ? "" : "/" + subresource);
+    return {std::move(kind), what, [this, manager, type, object = std::move(object),
+                                    subresource = std::move(subresource)] {
+              auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
+              return done ? Status(Ok{}) : Status(done.failure());
+            }};
+  }
+
+  Write Delete(std::string kind, const ResourceType& type, const Json& object) {
+    const std::string ns = object["metadata"].value("namespace", "");
+    const std::string name = Name(object);
+    kube::DeleteOptions options;
+    options.uid = object["metadata"].value("uid", "");
+    return {std::move(kind), "delete " + type.plural + " " + (ns.empty() ? "" : ns + "/") + name,
+            [this, type, ns, name, options] {
+              Status done = client_.Delete(type, ns, name, options);
+              if (!done && kube::IsNotFound(done.failure())) return Status(Ok{});
+              return done;
+            }};
+  }
+
+  bool Pass(std::string* error) {
+    std::vector<std::string> problems;
+    const Settings settings = ReadSettings(&problems);
+    Fleet fleet(ReadNodes(&problems), settings, options_.manufacturers);
+    std::vector<Write> writes;
+
+    // Nodes: labels (§3.3, §3.7, §3.8) and counting keys (§3.6), each where it changed.
+    for (const NodeFacts& n : fleet.nodes()) {
+      ObjectPtr actual = nodes_->Get(n.name);
+      if (!actual) continue;
+      Json labels = fleet.RenderNodeLabels(n);
+      const std::set<std::string> owned =
+          OwnedKeys(OwnedFields(*actual, kNodesManager, ""), {"f:metadata", "f:labels"});
+      bool stale = !Covers(*actual, labels);
+      for (const std::string& key : owned) stale |= !labels["metadata"]["labels"].contains(key);
+      if (stale) writes.push_back(Apply("node", kNodesManager, kube::resources::Nodes(), labels));
+      Json capacity = fleet.RenderNodeCapacity(n);
+      const std::set<std::string> owned_capacity =
+          OwnedKeys(OwnedFields(*actual, kNodesManager, "status"), {"f:status", "f:capacity"});
+      stale = !Covers(*actual, capacity);
+      for (const std::string& key : owned_capacity)
+        stale |= !capacity["status"]["capacity"].contains(key);
+      if (stale) {
+        writes.push_back(Apply("node-capacity", kNodesManager, kube::resources::Nodes(), capacity,
+                               "status"));
+      }
+    }
+
+    // The AdmissionCheck, kept Active.
+    ObjectPtr check = checks_->Get(kNodeDevicesCheck);
+    const Json check_object = RenderAdmissionCheck();
+    if (!check || !Covers(*check, check_object))
+      writes.push_back(Apply("admissioncheck", kChecksManager, kAdmissionChecks, check_object));
+    const bool check_active = check && ConditionTrue(*check, "Active");
+    if (check && !check_active) {
+      Json status = {{"apiVersion", check_object["apiVersion"]},
+                     {"kind", "AdmissionCheck"},
+                     {"metadata", {{"name", kNodeDevicesCheck}}},
+                     {"status",
+                      {{"conditions", Json::array({{{"type", "Active"},
+                                                    {"status", "True"},
+                                                    {"reason", "Active"},
+                                                    {"message", "the gpustack worker judges it"},
+                                                    {"lastTransitionTime", Now()}}})}}}};
+      writes.push_back(Apply("admissioncheck", kChecksManager, kAdmissionChecks, status, "status"));
+    }
+
+    // ResourceFlavors: one per live flavor; the others go.
+    std::set<std::string> live_flavors;
+    for (const auto& [name, flavor] : fleet.flavors()) {
+      live_flavors.insert(name);
+      Json desired = fleet.RenderFlavor(flavor);
+      ObjectPtr actual = flavors_->Get(name);
+      if (!actual || !Covers(*actual, desired))
+        writes.push_back(Apply("resourceflavor", kFlavorsManager, kFlavors, desired));
+    }
+    for (const ObjectPtr& f : flavors_->List())
+      if (!live_flavors.count(Name(*f)) && !Deleting(*f))
+        writes.push_back(Delete("resourceflavor", kFlavors, *f));
+
+    // InstanceTypes: derived ones created once (and again after a delete), every one's queue and
+    // status kept, deleted ones drained first.
+    std::set<std::string> types;
+    for (const ObjectPtr& t : instance_types_->List()) types.insert(Name(*t));
+    for (const PoolIdentity& id : fleet.DerivedPools()) {
+      const std::string name = PoolName(id);
+      if (types.count(name)) continue;
+      Json object = fleet.RenderDerivedInstanceType(id);
+      writes.push_back({"instancetype", "create InstanceType " + name, [this, object] {
+                          auto done = client_.Create(kube::resources::InstanceTypes(), object);
+                          if (!done && !kube::IsAlreadyExists(done.failure()))
+                            return Status(done.failure());
+                          return Status(Ok{});
+                        }});
+    }
+    std::set<std::string> live_queues;
+    std::vector<std::string> entrance_queues;
+    for (const ObjectPtr& t : instance_types_->List()) {
+      const std::string name = Name(*t);
+      ObjectPtr queue = queues_->Get(name);
+      if (Deleting(*t)) {
+        if (!HasFinalizer(*t, kFinalizer)) continue;
+        live_queues.insert(name);  // until it has drained
+        Json desired = fleet.RenderClusterQueue(*t, queue.get(), /*deleting=*/true, check_active);
+        if (queue && !Covers(*queue, desired)) {
+          writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired));
+        } else if (queue) {
+          const Json& s = queue->value("status", Json::object());
+          if (!Deleting(*queue) &&
+              s.value("reservingWorkloads", 0) + s.value("admittedWorkloads", 0) == 0)
+            writes.push_back(Delete("clusterqueue", kClusterQueues, *queue));
+        } else {
+          writes.push_back(RemoveFinalizer(*t));
+        }
+        continue;
+      }
+      live_queues.insert(name);
+      entrance_queues.push_back(name);
+      if (!HasFinalizer(*t, kFinalizer) ||
+          (*t)["metadata"].value("labels", Json::object()).value(kEntranceLabel, "") !=
+              EntranceName(name)) {
+        Json meta = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                     {"kind", "InstanceType"},
+                     {"metadata",
+                      {{"name", name},
+                       {"labels", {{kEntranceLabel, EntranceName(name)}}},
+                       {"finalizers", Json::array({kFinalizer})}}}};
+        writes.push_back(
+            Apply("instancetype", kInstanceTypesManager, kube::resources::InstanceTypes(), meta));
+      }
+      Json desired = fleet.RenderClusterQueue(*t, queue.get(), /*deleting=*/false, check_active);
+      if (!queue || !Covers(*queue, desired))
+        writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired));
+      const std::string stop = desired["spec"]["stopPolicy"];
+      std::string reason;
+      if (stop != "None") {
+        reason = (*t)["spec"].value("inactive", false)
+                     ? "spec.inactive: the queue is held"
+                     : "no node of this pool is managed: the queue is " +
+                           std::string(stop == "Hold" ? "held" : "drained and held");
+      }
+      Json status = fleet.RenderInstanceTypeStatus(*t, stop != "None", reason);
+      if (!Covers(*t, status)) {
+        writes.push_back(Apply("instancetype-status", kInstanceTypesManager,
+                               kube::resources::InstanceTypes(), status, "status"));
+      }
+    }
+    for (const ObjectPtr& q : queues_->List())
+      if (!live_queues.count(Name(*q)) && !Deleting(*q))
+        writes.push_back(Delete("clusterqueue", kClusterQueues, *q));
+
+    // LocalQueue entrances: one per queue in every namespace that is not the system's.
+    std::set<std::string> live_entrances;
+    for (const ObjectPtr& n : namespaces_->List()) {
+      const std::string ns = Name(*n);
+      if (ns.rfind("kube-", 0) == 0 || ns == options_.system_namespace ||
+          n->value("status", Json::object()).value("phase", "") == "Terminating")
+        continue;
+      for (const std::string& queue : entrance_queues) {
+        Json desired = RenderLocalQueue(ns, queue);
+        const std::string key = ns + "/" + Name(desired);
+        live_entrances.insert(key);
+        ObjectPtr actual = entrances_->Get(key);
+        if (!actual || !Covers(*actual, desired))
+          writes.push_back(Apply("localqueue", kEntrancesManager, kLocalQueues, desired));
+      }
+    }
+    for (const ObjectPtr& lq : entrances_->List())
+      if (!live_entrances.count(kube::ObjectKey(*lq)) && !Deleting(*lq))
+        writes.push_back(Delete("localqueue", kLocalQueues, *lq));
+
+    if (!writes.empty()) log_->debug("pass: {} write(s)", writes.size());
+    std::vector<std::string> errors = RunWrites(writes, options_.write_threads, counters_);
+    for (const std::string& e : errors) log_->warn("{}", e);
+    {
+      std::lock_guard lock(counters_.mutex);
+      if (problems != counters_.problems)
+        for (const std::string& p : problems) log_->warn("{}", p);
+      counters_.problems = problems;
+      size_t managed = 0;
+      for (const NodeFacts& n : fleet.nodes()) managed += n.managed ? 1 : 0;
+      counters_.snapshot = {{"nodes", fleet.nodes().size()},
+                            {"managedNodes", managed},
+                            {"flavors", fleet.flavors().size()},
+                            {"instanceTypes", live_queues.size()},
+                            {"entrances", live_entrances.size()},
+                            {"manufacturers", fleet.manufacturers().size()},
+                            {"problems", problems}};
+    }
+    if (!errors.empty()) {
+      *error = std::to_string(errors.size()) + " of " + std::to_string(writes.size()) +
+               " write(s) failed, first: " + errors.front();
+      return false;
+    }
+    return true;
+  }
+
+  Write RemoveFinalizer(const Json& instance_type) {
+    const Json current = instance_type["metadata"].value("finalizers", Json::array());
+    Json kept = Json::array();
+    for (const Json& f : current)
+      if (f != kFinalizer) kept.push_back(f);
+    // The test makes a concurrent change to the list a conflict, never a lost finalizer.
+    const Json patch = Json::array({{{"op", "test"}, {"path", "/metadata/finalizers"}, {"value", current}},
+                                    {{"op", "replace"}, {"path", "/metadata/finalizers"}, {"value", kept}}});
+    const std::string name = Name(instance_type);
+    return {"instancetype", "release InstanceType " + name, [this, name, patch] {
+              auto done = client_.Patch(kube::resources::InstanceTypes(), "", name,
+                                        kube::PatchType::kJson, patch);
+              if (!done && !kube::IsNotFound(done.failure())) return Status(done.failure());
+              return Status(Ok{});
+            }};
+  }
+
+  struct Cached {
+    std::string node_rv, devices_rv;
+    NodeFacts facts;
+  };
+
+  kube::Client& client_;
+  const WorkerOptions& options_;
+  Counters& counters_;
+  std::shared_ptr<spdlog::logger> log_;
+  kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
+                                                .max_delay = std::chrono::milliseconds(30'000)}};
+  std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
+      entrances_, checks_, settings_;
+  std::map<std::string, Cached> facts_;
+};
+
+// Every replica, before the election: the system namespace and the settings Secret exist, and the
+// Secret holds every known setting (the environment seeds the missing ones, never overwrites).
+Status Prepare(kube::Client& client, const WorkerOptions& options) {
+  auto seeds = SeedValues(options.getenv ? options.getenv : [](const std::string&) {
+    return std::string();
+  });
+  if (!seeds) return seeds.failure();
+  Json ns = {{"apiVersion", "v1"},
+             {"kind", "Namespace"},
+             {"metadata", {{"name", options.system_namespace}}}};
+  if (auto made = client.Create(kube::resources::Namespaces(), ns);
+      !made && !kube::IsAlreadyExists(made.failure()) && made.failure().http_status != 403)
+    return Status(made.failure().WithContext("cannot create namespace " + options.system_namespace + ": "));
+  auto secret = client.Get(kSecrets, options.system_namespace, kSettingsSecret);
+  if (!secret && kube::IsNotFound(secret.failure())) {
+    Json object = {{"apiVersion", "v1"},
+                   {"kind", "Secret"},
+                   {"metadata",
+                    {{"name", kSettingsSecret},
+                     {"namespace", options.system_namespace},
+                     {"labels", {{kPartOfLabel, kPartOf}}}}},
+                   {"type", "Opaque"},
+                   {"stringData", *seeds}};
+    auto made = client.Create(kSecrets, object);
+    if (made || kube::IsAlreadyExists(made.failure())) return Ok{};
+    return Status(made.failure().WithContext("cannot create the settings Secret: "));
+  }
+  if (!secret) return Status(secret.failure().WithContext("cannot read the settings Secret: "));
+  Json missing = Json::object();
+  const Json data = secret->value("data", Json::object());
+  for (const auto& [name, value] : *seeds)
+    if (!data.contains(name)) missing[name] = value;
+  if (missing.empty()) return Ok{};
+  auto patched = client.Patch(kSecrets, options.system_namespace, kSettingsSecret,
+                              kube::PatchType::kMerge, {{"stringData", missing}});
+  if (!patched) return Status(patched.failure().WithContext("cannot add settings: "));
+  return Ok{};
+}
+
+std::string RenderMetrics(Counters& c) {
+  std::lock_guard lock(c.mutex);
+  std::string out;
+  out += "# HELP gpustack_worker_leader Whether this replica leads (1) or waits (0).\n";
+  out += "# TYPE gpustack_worker_leader gauge\n";
+  out += "gpustack_worker_leader " + std::to_string(c.leading ? 1 : 0) + "\n";
+  out += "# HELP gpustack_worker_passes_total Reconcile passes, and those that failed.\n";
+  out += "# TYPE gpustack_worker_passes_total counter\n";
+  out += "gpustack_worker_passes_total " + std::to_string(c.passes) + "\n";
+  out += "# HELP gpustack_worker_failed_passes_total Reconcile passes with a failed write.\n";
+  out += "# TYPE gpustack_worker_failed_passes_total counter\n";
+  out += "gpustack_worker_failed_passes_total " + std::to_string(c.failed_passes) + "\n";
+  out += "# HELP gpustack_worker_writes_total Writes sent to the apiserver, by object kind.\n";
+  out += "# TYPE gpustack_worker_writes_total counter\n";
+  for (const auto& [kind, n] : c.writes)
+    out += "gpustack_worker_writes_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP gpustack_worker_write_failures_total Writes the apiserver refused or lost.\n";
+  out += "# TYPE gpustack_worker_write_failures_total counter\n";
+  out += "gpustack_worker_write_failures_total " + std::to_string(c.write_failures) + "\n";
+  out += "# HELP gpustack_worker_last_pass_seconds Duration of the latest reconcile pass.\n";
+  out += "# TYPE gpustack_worker_last_pass_seconds gauge\n";
+  out += "gpustack_worker_last_pass_seconds " + std::to_string(c.last_pass_seconds) + "\n";
+  return out;
+}
+
+}  // namespace
+
+ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& dirs,
+                                    const std::vector<std::filesystem::path>& required,
+                                    const std::function<std::string(const std::string&)>& getenv,
+                                    std::vector<std::string>* problems) {
+  ManufacturerTable table;
+  loader::DlopenPluginSource source(dirs, required);
+  std::vector<runtime::SourceProblem> source_problems;
+  for (const runtime::PluginCandidate& candidate : source.Find(&source_problems)) {
+    if (!candidate.usable) {
+      problems->push_back(candidate.origin + ": " + candidate.usable.error());
+      continue;
+    }
+    auto plugin = source.Load(candidate);
+    if (!plugin) {
+      problems->push_back(candidate.origin + ": " + plugin.error());
+      continue;
+    }
+    const runtime::PluginIdentity& id = (*plugin)->identity();
+    table[id.manufacturer] = {id.manufacturer, id.base_resource_name, id.partition_kind,
+                              candidate.origin};
+  }
+  for (const runtime::SourceProblem& p : source_problems)
+    if (p.fatal) problems->push_back(p.message);
+  for (auto& [key, m] : table) {
+    std::string upper;
+    for (char c : key) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (std::string base = getenv("GPUSTACK_" + upper + "_ACCELERATABLE_RESOURCE_NAME"); !base.empty())
+      m.base = base;
+    if (std::string kind = getenv("GPUSTACK_" + upper + "_PARTITION_KIND"); !kind.empty())
+      m.partition_kind = kind;
+  }
+  return table;
+}
+
+int RunWorker(kube::Client& client, const WorkerOptions& options, const std::atomic<bool>& stop) {
+  auto log = Logger("worker");
+  Counters counters;
+  node::Exporter health(options.health,
+                        {[&] { return RenderMetrics(counters); },
+                         [&] {
+                           std::lock_guard lock(counters.mutex);
+                           return counters.snapshot.dump();
+                         },
+                         [&] {
+                           std::lock_guard lock(counters.mutex);
+                           return !options.leader_election || !counters.leading || counters.synced;
+                         }});
+  if (options.serve_https) {
+    if (Status started = health.Start(); !started) {
+      log->error("{}", started.error());
+      return 2;
+    }
+    log->info("serving /metrics, /livez and /readyz on https://{}:{}", options.health.address,
+              health.port());
+  }
+  for (const auto& [key, m] : options.manufacturers)
+    log->info("manufacturer {}: {} (partition kind '{}') from {}", key, m.base, m.partition_kind,
+              m.origin);
+  // Prepare retries: the apiserver may not be up yet when the Pod starts.
+  for (int attempt = 0; !stop; ++attempt) {
+    Status prepared = Prepare(client, options);
+    if (prepared) break;
+    if (prepared.failure().code == Code::kInvalidArgument) {
+      log->error("{}", prepared.error());
+      return 2;
+    }
+    log->warn("preparing: {} (retrying)", prepared.error());
+    std::this_thread::sleep_for(std::chrono::seconds(std::min(attempt + 1, 5)));
+  }
+
+  std::stop_source stopping;
+  std::jthread watcher([&](std::stop_token own) {
+    while (!own.stop_requested() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stopping.request_stop();
+  });
+  auto lead = [&](std::stop_token term_stop) {
+    {
+      std::lock_guard lock(counters.mutex);
+      counters.leading = true;
+    }
+    log->info("leading: reconciling");
+    Term term(client, options, counters);
+    term.Run(term_stop);
+    std::lock_guard lock(counters.mutex);
+    counters.leading = false;
+  };
+  if (!options.leader_election) {
+    lead(stopping.get_token());
+  } else {
+    kube::LeaderElectionConfig config;
+    config.lease_namespace = options.system_namespace;
+    config.lease_name = options.lease_name;
+    config.identity = options.identity;
+    config.lease_duration = options.lease_duration;
+    config.renew_deadline = options.renew_deadline;
+    config.retry_period = options.retry_period;
+    kube::LeaderElector elector(client, config);
+    while (!stopping.stop_requested()) {
+      Status ran = elector.Run(stopping.get_token(),
+                               {.on_started_leading = lead,
+                                .on_stopped_leading = [&] { log->warn("stopped leading"); },
+                                .on_new_leader =
+                                    [&](const std::string& who) {
+                                      if (who != options.identity) log->info("leader is {}", who);
+                                    }});
+      if (!ran) {
+        log->error("leader election: {}", ran.error());
+        return 2;
+      }
+    }
+  }
+  watcher.request_stop();
+  health.Stop();
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace gpustack::op
