@@ -490,22 +490,22 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
           }
         }
         if (shown != nullptr) {
-          Json physical = Json::object();
+          // Maps that would be empty are left out: server-side apply turns a map whose last
+          // field goes into null, which the schema refuses.
+          Json sliced_detail = {{"logical",
+                                 {{"count", sliced.logical_count},
+                                  {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}}};
           if (sliced.physical_count > 0) {
             Json profiles = Json::array();
             for (const auto& p : profile_order)
               profiles.push_back({{"name", p}, {"count", profile_counts[p]}});
-            physical = {{"count", sliced.physical_count}, {"profiles", profiles}};
+            sliced_detail["physical"] = {{"count", sliced.physical_count}, {"profiles", profiles}};
           }
           detail = {{"manufacturer", shown->manufacturer},
                     {"product", shown->name},
                     {"memory", shown->memory},
                     {"cores", shown->cores},
-                    {"slicedDetail",
-                     {{"logical",
-                       {{"count", sliced.logical_count},
-                        {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}},
-                      {"physical", physical}}}};
+                    {"slicedDetail", sliced_detail}};
           if (!shown->family.empty()) detail["family"] = shown->family;
           if (!shown->compute_capability.empty())
             detail["computeCapability"] = shown->compute_capability;
@@ -524,7 +524,7 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
   } else {
     status["phaseMessage"] = identity.error();
   }
-  status["detail"] = detail;
+  if (!detail.empty()) status["detail"] = detail;
   status["accelerator"] = View(views.exclusive);
   status["acceleratorShared"] = View(views.shared);
   status["acceleratorSliced"] = View(views.sliced);
@@ -566,19 +566,26 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
     std::vector<const Flavor*> flavors = FlavorsOf(*id);
     if (flavors.size() > kMaxFlavorsPerQueue) flavors.resize(kMaxFlavorsPerQueue);
     if (!flavors.empty()) {
-      const std::string resource = id->acceleratable
-                                       ? std::string(kCreditsPrefix) + flavors.front()->manufacturer
-                                       : std::string("cpu");
+      // Kueue v0.17 refuses a Workload asking for a resource its queue does not cover (it has
+      // no IgnoreUndeclared), so an accelerated queue also covers its nodes' cores.
+      Json covered = Json::array({"cpu"});
+      if (id->acceleratable)
+        covered = Json::array({std::string(kCreditsPrefix) + flavors.front()->manufacturer, "cpu"});
       Json entries = Json::array();
       for (const Flavor* f : flavors) {
-        const int64_t quota =
-            id->acceleratable ? f->capacity() * ledger::kCardCredits : f->capacity();
-        entries.push_back(
-            {{"name", f->name},
-             {"resources", Json::array({{{"name", resource},
-                                         {"nominalQuota", CanonicalQuantity(quota)}}})}});
+        Json resources = Json::array();
+        if (id->acceleratable) {
+          int64_t cores = 0;
+          for (const std::string& n : f->nodes) cores += Node(n)->cores;
+          resources.push_back({{"name", covered[0]},
+                               {"nominalQuota", CanonicalQuantity(f->capacity() * ledger::kCardCredits)}});
+          resources.push_back({{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(cores)}});
+        } else {
+          resources.push_back({{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(f->capacity())}});
+        }
+        entries.push_back({{"name", f->name}, {"resources", resources}});
       }
-      groups.push_back({{"coveredResources", Json::array({resource})}, {"flavors", entries}});
+      groups.push_back({{"coveredResources", covered}, {"flavors", entries}});
     }
   }
   if (groups.empty()) {
@@ -682,27 +689,37 @@ bool WorkerOwnsNodeLabel(std::string_view key) {
          key == kCpuOnlyLabel;
 }
 
-bool Covers(const Json& actual, const Json& desired) {
+std::string Difference(const Json& actual, const Json& desired, const std::string& path) {
   if (desired.is_object()) {
-    if (!actual.is_object()) return false;
+    if (!actual.is_object()) return path + ": not an object";
     for (const auto& [key, value] : desired.items()) {
+      // Items of a list of built-in kinds come without apiVersion and kind.
+      if (path == "$" && (key == "apiVersion" || key == "kind")) continue;
       auto it = actual.find(key);
       if (it == actual.end()) {
         // An empty map or list the server dropped is the same as absent.
         if ((value.is_object() || value.is_array()) && value.empty()) continue;
-        return false;
+        return path + "." + key + ": absent";
       }
-      if (!Covers(*it, value)) return false;
+      if (std::string d = Difference(*it, value, path + "." + key); !d.empty()) return d;
     }
-    return true;
+    return {};
   }
   if (desired.is_array()) {
-    if (!actual.is_array() || actual.size() != desired.size()) return false;
-    for (size_t i = 0; i < desired.size(); ++i)
-      if (!Covers(actual[i], desired[i])) return false;
-    return true;
+    if (!actual.is_array() || actual.size() != desired.size())
+      return path + ": " + std::to_string(actual.size()) + " items, want " +
+             std::to_string(desired.size());
+    for (size_t i = 0; i < desired.size(); ++i) {
+      if (std::string d = Difference(actual[i], desired[i], path + "[" + std::to_string(i) + "]");
+          !d.empty())
+        return d;
+    }
+    return {};
   }
-  return Equal(actual, desired);
+  if (Equal(actual, desired)) return {};
+  return path + ": " + actual.dump() + ", want " + desired.dump();
 }
+
+bool Covers(const Json& actual, const Json& desired) { return Difference(actual, desired).empty(); }
 
 }  // namespace gpustack::op

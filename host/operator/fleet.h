@@ -165,6 +165,9 @@ bool WorkerOwnsNodeLabel(std::string_view key);
 // Whether every field of `desired` is in `actual` with the same value (maps by key, lists whole):
 // a server-side apply of `desired` would change nothing.
 bool Covers(const Json& actual, const Json& desired);
+// The first field where `actual` does not cover `desired` ("$.spec.stopPolicy: \"Hold\", want
+// \"None\""), or "" when it covers it: what a write is for, in the debug log.
+std::string Difference(const Json& actual, const Json& desired, const std::string& path = "$");
 
 }  // namespace gpustack::op
 

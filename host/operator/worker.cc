@@ -239,9 +239,10 @@ class Term {
   }
 
   Write Apply(std::string kind, const char* manager, const ResourceType& type, Json object,
-              std::string subresource = {}) {
+              std::string subresource = {}, const std::string& why = {}) {
     std::string what = "apply " + kind + " " + Name(object) +
-                       (subresource.empty() ? "" : "/" + subresource);
+                       (subresource.empty() ? "" : "/" + subresource) +
+                       (why.empty() ? "" : " (" + why + ")");
     return {std::move(kind), what, [this, manager, type, object = std::move(object),
                                     subresource = std::move(subresource)] {
               auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
@@ -275,18 +276,20 @@ class Term {
       Json labels = fleet.RenderNodeLabels(n);
       const std::set<std::string> owned =
           OwnedKeys(OwnedFields(*actual, kNodesManager, ""), {"f:metadata", "f:labels"});
-      bool stale = !Covers(*actual, labels);
-      for (const std::string& key : owned) stale |= !labels["metadata"]["labels"].contains(key);
-      if (stale) writes.push_back(Apply("node", kNodesManager, kube::resources::Nodes(), labels));
+      std::string why = Difference(*actual, labels);
+      for (const std::string& key : owned)
+        if (!labels["metadata"]["labels"].contains(key)) why = "label " + key + " to remove";
+      if (!why.empty())
+        writes.push_back(Apply("node", kNodesManager, kube::resources::Nodes(), labels, {}, why));
       Json capacity = fleet.RenderNodeCapacity(n);
       const std::set<std::string> owned_capacity =
           OwnedKeys(OwnedFields(*actual, kNodesManager, "status"), {"f:status", "f:capacity"});
-      stale = !Covers(*actual, capacity);
+      why = Difference(*actual, capacity);
       for (const std::string& key : owned_capacity)
-        stale |= !capacity["status"]["capacity"].contains(key);
-      if (stale) {
+        if (!capacity["status"]["capacity"].contains(key)) why = "capacity " + key + " to remove";
+      if (!why.empty()) {
         writes.push_back(Apply("node-capacity", kNodesManager, kube::resources::Nodes(), capacity,
-                               "status"));
+                               "status", why));
       }
     }
 
@@ -315,8 +318,10 @@ class Term {
       live_flavors.insert(name);
       Json desired = fleet.RenderFlavor(flavor);
       ObjectPtr actual = flavors_->Get(name);
-      if (!actual || !Covers(*actual, desired))
-        writes.push_back(Apply("resourceflavor", kFlavorsManager, kFlavors, desired));
+      if (!actual || !Covers(*actual, desired)) {
+        writes.push_back(Apply("resourceflavor", kFlavorsManager, kFlavors, desired, {},
+                               actual ? Difference(*actual, desired) : "absent"));
+      }
     }
     for (const ObjectPtr& f : flavors_->List())
       if (!live_flavors.count(Name(*f)) && !Deleting(*f))
@@ -373,8 +378,10 @@ class Term {
             Apply("instancetype", kInstanceTypesManager, kube::resources::InstanceTypes(), meta));
       }
       Json desired = fleet.RenderClusterQueue(*t, queue.get(), /*deleting=*/false, check_active);
-      if (!queue || !Covers(*queue, desired))
-        writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired));
+      if (!queue || !Covers(*queue, desired)) {
+        writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired, {},
+                               queue ? Difference(*queue, desired) : "absent"));
+      }
       const std::string stop = desired["spec"]["stopPolicy"];
       std::string reason;
       if (stop != "None") {
@@ -384,9 +391,9 @@ class Term {
                            std::string(stop == "Hold" ? "held" : "drained and held");
       }
       Json status = fleet.RenderInstanceTypeStatus(*t, stop != "None", reason);
-      if (!Covers(*t, status)) {
+      if (std::string why = Difference(*t, status); !why.empty()) {
         writes.push_back(Apply("instancetype-status", kInstanceTypesManager,
-                               kube::resources::InstanceTypes(), status, "status"));
+                               kube::resources::InstanceTypes(), status, "status", why));
       }
     }
     for (const ObjectPtr& q : queues_->List())
@@ -413,7 +420,7 @@ class Term {
       if (!live_entrances.count(kube::ObjectKey(*lq)) && !Deleting(*lq))
         writes.push_back(Delete("localqueue", kLocalQueues, *lq));
 
-    if (!writes.empty()) log_->debug("pass: {} write(s)", writes.size());
+    for (const Write& w : writes) log_->debug("{}", w.what);
     std::vector<std::string> errors = RunWrites(writes, options_.write_threads, counters_);
     for (const std::string& e : errors) log_->warn("{}", e);
     {

@@ -248,6 +248,30 @@ EOF
     | grep -c True)\" -ge $KWOK_NODES ]"
 }
 
+# The operator's credit transformations (reference §5.1) for the nine manufacturers' resource
+# names. Kueue v0.17 has no IgnoreUndeclared quota check, so the request keys that carry no quota
+# are turned into nothing (Replace with no outputs), and memory and storage are left out.
+kueue_resources() {
+  local mfr base
+  echo "resources:"
+  echo "  excludeResourcePrefixes: [memory, ephemeral-storage, hugepages-]"
+  echo "  transformations:"
+  for entry in amd:amd.com/gpu ascend:huawei.com/npu cambricon:cambricon.com/mlu hygon:hygon.com/dcu \
+      iluvatar:iluvatar.com/gpu metax:metax-tech.com/gpu mthreads:mthreads.com/gpu \
+      nvidia:nvidia.com/gpu thead:alibabacloud.com/ppu; do
+    mfr=${entry%%:*} base=${entry#*:}
+    cat <<EOF
+  - {input: $base, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "1600000"}}
+  - {input: $base.shared, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "160000"}}
+  - {input: $base.sliced.units, strategy: Replace, multiplyBy: $base.sliced, outputs: {credits.gpustack.ai/$mfr: "1"}}
+  - {input: $base.partitioned.units, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "1"}}
+EOF
+    for counter in sliced sliced.memory-percentage sliced.memory-mib sliced.cores-percentage partitioned; do
+      echo "  - {input: $base.$counter, strategy: Replace}"
+    done
+  done
+}
+
 prepare_kueue() {
   [ "$(id -u)" -eq 0 ] || die "--kueue needs root: Kueue v0.17 reads its metrics certificate from /etc/kueue/metrics/certs"
   local share=$KUEUE_BIN/../share/kueue certs=$dir/kueue/certs
@@ -267,6 +291,7 @@ internalCertManagement: {enable: false}
 manageJobsWithoutQueueName: false
 integrations: {frameworks: ["batch/job", "pod"]}
 EOF
+  kueue_resources >>"$dir/kueue/config.yaml"
   kubectl_ create namespace kueue-system >/dev/null
   # Server-side: the CRDs are too large for client-side apply's annotation.
   kubectl_ apply --server-side -f "$share/crd" >/dev/null

@@ -44,9 +44,9 @@ TEST(Cluster, KueueAdmitsAPodThatThenRunsOnAKwokNode) {
   ASSERT_TRUE(flavor) << flavor.error();
   auto queue = client->Apply(cluster_queues, Json::parse(R"({
     "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "a100"},
-    "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+    "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "credits.gpustack.ai/nvidia"],
       "flavors": [{"name": "a100", "resources": [{"name": "cpu", "nominalQuota": 64},
-        {"name": "memory", "nominalQuota": "256Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}})"),
+        {"name": "credits.gpustack.ai/nvidia", "nominalQuota": "12800k"}]}]}]}})"),
                              apply);
   ASSERT_TRUE(queue) << queue.error();
   Json local = Json::parse(R"({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",

@@ -1,7 +1,12 @@
 #include "tests/kube/testbed.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -142,6 +147,59 @@ Json ConfigMap(const std::string& ns, const std::string& name, Json data) {
           {"kind", "ConfigMap"},
           {"metadata", {{"name", name}, {"namespace", ns}}},
           {"data", std::move(data)}};
+}
+
+Process::Process(std::vector<std::string> argv, std::vector<std::string> env,
+                 std::string log_path)
+    : argv_(std::move(argv)), env_(std::move(env)), log_path_(std::move(log_path)) {}
+
+Process::~Process() { Stop(SIGKILL); }
+
+bool Process::Start() {
+  std::vector<char*> argv, envp;
+  for (std::string& a : argv_) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& e : env_) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int out = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) return false;
+  pid_ = fork();
+  if (pid_ == 0) {
+    if (dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out);
+  return pid_ > 0;
+}
+
+int Process::Stop(int signal) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, signal);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string Process::Log() const {
+  std::ifstream in(log_path_);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
 }
 
 }  // namespace gpustack::kube::testing

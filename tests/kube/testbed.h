@@ -3,10 +3,14 @@
 #ifndef GPUSTACK_TESTS_KUBE_TESTBED_H_
 #define GPUSTACK_TESTS_KUBE_TESTBED_H_
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "host/kube/client.h"
 
@@ -37,6 +41,30 @@ bool WaitFor(const std::function<bool()>& done,
              std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 Json ConfigMap(const std::string& ns, const std::string& name, Json data = Json::object());
+
+// A child process (the operator binary under test) with its output in a log file. Everything is
+// prepared before fork: the test is multi-threaded, so the child only calls execve.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, std::vector<std::string> env, std::string log_path);
+  ~Process();  // kills (SIGKILL) and reaps it if still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  bool Start();
+  // Signals it and reaps it: its exit status (128 + signal when a signal ended it); -1 if none.
+  int Stop(int signal = SIGTERM);
+  bool Running() const { return pid_ > 0; }
+  std::string Log() const;
+
+ private:
+  std::vector<std::string> argv_, env_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+// A loopback TCP port nobody listens on now.
+int FreePort();
 
 }  // namespace gpustack::kube::testing
 

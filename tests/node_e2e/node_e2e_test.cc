@@ -31,25 +31,13 @@ namespace gpustack::kube {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::FreePort;
 using testing::Kubectl;
 using testing::WaitFor;
 
 constexpr const char* kNode = "testbed-node";
 constexpr const char* kPluginDir = "/var/lib/kubelet/device-plugins";
 constexpr const char* kAnnotation = "device.gpustack.ai/accelerator.allocated";
-
-// A TCP port nothing listens on now.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // `device-manager serve` on the testbed node, on one fixture node's fake hardware.
 class Daemon {
@@ -69,8 +57,6 @@ class Daemon {
     }
   }
 
-  // Everything is prepared before fork: the test is multi-threaded, so the child may only call
-  // async-signal-safe functions (a malloc there can deadlock on a lock another thread held).
   void Start() {
     const std::string e2e = GPUSTACK_E2E_DIR;
     const std::string log = LogPath();
@@ -105,32 +91,12 @@ class Daemon {
         "GPUSTACK_STATE_DIR=" + e2e + "/state",
         "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
         "PATH=/usr/bin:/bin"};
-    std::vector<char*> argv, envp;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    ASSERT_GE(out, 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      if (dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    close(out);
-    ASSERT_GT(pid_, 0);
+    process_ = std::make_unique<testing::Process>(std::move(args), std::move(env), log);
+    ASSERT_TRUE(process_->Start());
   }
 
   // Signals the daemon and reaps it; its exit status (128 + signal when killed by one).
-  int Stop(int signal = SIGTERM) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, signal);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  int Stop(int signal = SIGTERM) { return process_ ? process_->Stop(signal) : -1; }
 
   std::string Log() const {
     std::ifstream in(LogPath());
@@ -160,7 +126,7 @@ class Daemon {
  private:
   std::string fixture_;
   std::vector<std::string> extra_args_;
-  pid_t pid_ = -1;
+  std::unique_ptr<testing::Process> process_;
 };
 
 Json NodeObject() { return Json::parse(Kubectl("get node testbed-node -o json")); }
