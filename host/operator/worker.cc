@@ -86,22 +86,26 @@ struct Write {
   std::string kind;
   std::string what;
   std::function<Status()> run;
+  // Writes run phase by phase, so Kueue never sees a queue naming a flavor that does not exist
+  // yet, nor a flavor deleted while a queue still names it: 0 what others refer to (nodes,
+  // flavors, the check), 1 what refers to them (queues, InstanceTypes, entrances), 2 deletions.
+  int phase = 0;
 };
 
-// Runs `writes` on up to `threads` threads; the errors, each naming its write.
-std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Counters& counters) {
+// Runs one phase of `writes` on up to `threads` threads; the errors, each naming its write.
+std::vector<std::string> RunPhase(std::vector<Write*>& writes, int threads, Counters& counters) {
   std::vector<std::string> errors;
   std::mutex mutex;
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < writes.size(); i = next++) {
-      Status done = writes[i].run();
+      Status done = writes[i]->run();
       std::lock_guard lock(mutex);
       if (done) {
         std::lock_guard c(counters.mutex);
-        ++counters.writes[writes[i].kind];
+        ++counters.writes[writes[i]->kind];
       } else {
-        errors.push_back(writes[i].what + ": " + done.error());
+        errors.push_back(writes[i]->what + ": " + done.error());
         std::lock_guard c(counters.mutex);
         ++counters.write_failures;
       }
@@ -112,6 +116,18 @@ std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Coun
   for (int i = 1; i < n; ++i) pool.emplace_back(work);
   work();
   return errors;
+}
+
+// The phases in order; a phase with a failure stops the pass (the next pass retries).
+std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Counters& counters) {
+  for (int phase = 0; phase <= 2; ++phase) {
+    std::vector<Write*> now;
+    for (Write& w : writes)
+      if (w.phase == phase) now.push_back(&w);
+    if (now.empty()) continue;
+    if (auto errors = RunPhase(now, threads, counters); !errors.empty()) return errors;
+  }
+  return {};
 }
 
 // One leadership term: informers, a work queue and the reconcile loop, all dropped when the term
@@ -243,11 +259,16 @@ class Term {
     std::string what = "apply " + kind + " " + Name(object) +
                        (subresource.empty() ? "" : "/" + subresource) +
                        (why.empty() ? "" : " (" + why + ")");
-    return {std::move(kind), what, [this, manager, type, object = std::move(object),
-                                    subresource = std::move(subresource)] {
+    const int phase = kind == "clusterqueue" || kind == "localqueue" ||
+                              kind.rfind("instancetype", 0) == 0
+                          ? 1
+                          : 0;
+    return {std::move(kind), what,
+            [this, manager, type, object = std::move(object), subresource = std::move(subresource)] {
               auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
               return done ? Status(Ok{}) : Status(done.failure());
-            }};
+            },
+            phase};
   }
 
   Write Delete(std::string kind, const ResourceType& type, const Json& object) {
@@ -260,7 +281,8 @@ class Term {
               Status done = client_.Delete(type, ns, name, options);
               if (!done && kube::IsNotFound(done.failure())) return Status(Ok{});
               return done;
-            }};
+            },
+            2};
   }
 
   bool Pass(std::string* error) {
@@ -460,7 +482,8 @@ class Term {
                                         kube::PatchType::kJson, patch);
               if (!done && !kube::IsNotFound(done.failure())) return Status(done.failure());
               return Status(Ok{});
-            }};
+            },
+            2};
   }
 
   struct Cached {
