@@ -280,27 +280,43 @@ Result<PoolIdentity> IdentityOf(const Json& instance_type) {
   return id;
 }
 
+void DecideManagement(NodeFacts& n, const Settings& settings) {
+  auto label = n.labels.find(kManagedLabel);
+  if (label == n.labels.end()) {
+    n.managed = !settings.node_management_manual;
+    n.stamp_managed = n.managed;
+  } else {
+    n.managed = label->second == "true";
+    // Once ours, kept ours while automatic (an admin's "false" is theirs, never overwritten).
+    n.stamp_managed = n.managed && !settings.node_management_manual;
+  }
+}
+
+namespace {
+std::vector<NodePtr> Decided(std::vector<NodeFacts> nodes, const Settings& settings) {
+  std::vector<NodePtr> out;
+  for (NodeFacts& n : nodes) {
+    DecideManagement(n, settings);
+    out.push_back(std::make_shared<const NodeFacts>(std::move(n)));
+  }
+  return out;
+}
+}  // namespace
+
 Fleet::Fleet(std::vector<NodeFacts> nodes, Settings settings, ManufacturerTable manufacturers)
+    : Fleet(Decided(std::move(nodes), settings), settings, std::move(manufacturers)) {}
+
+Fleet::Fleet(std::vector<NodePtr> nodes, Settings settings, ManufacturerTable manufacturers)
     : nodes_(std::move(nodes)), settings_(settings), manufacturers_(std::move(manufacturers)) {
   std::sort(nodes_.begin(), nodes_.end(),
-            [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; });
-  for (NodeFacts& n : nodes_) {
-    auto label = n.labels.find(kManagedLabel);
-    if (label == n.labels.end()) {
-      n.managed = !settings_.node_management_manual;
-      n.stamp_managed = n.managed;
-    } else {
-      n.managed = label->second == "true";
-      // Once ours, kept ours while automatic (an admin's "false" is theirs, never overwritten).
-      n.stamp_managed = n.managed && !settings_.node_management_manual;
-    }
-  }
+            [](const NodePtr& a, const NodePtr& b) { return a->name < b->name; });
   auto contribute = [&](const NodeFacts& n, Flavor f) {
     auto [it, added] = flavors_.try_emplace(f.name, std::move(f));
     if (added) it->second.first = &n;
     it->second.nodes.push_back(n.name);
   };
-  for (const NodeFacts& n : nodes_) {
+  for (const NodePtr& node : nodes_) {
+    const NodeFacts& n = *node;
     if (!n.managed) continue;
     if ((settings_.mixed_on_node || !n.accelerated()) && n.cores > 0) {
       Flavor f;
@@ -332,8 +348,8 @@ Fleet::Fleet(std::vector<NodeFacts> nodes, Settings settings, ManufacturerTable 
 
 const NodeFacts* Fleet::Node(const std::string& name) const {
   auto it = std::lower_bound(nodes_.begin(), nodes_.end(), name,
-                             [](const NodeFacts& n, const std::string& k) { return n.name < k; });
-  return it != nodes_.end() && it->name == name ? &*it : nullptr;
+                             [](const NodePtr& n, const std::string& k) { return n->name < k; });
+  return it != nodes_.end() && (*it)->name == name ? it->get() : nullptr;
 }
 
 std::vector<const Flavor*> Fleet::FlavorsOf(const PoolIdentity& id) const {

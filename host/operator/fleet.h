@@ -89,6 +89,9 @@ struct NodeFacts {
   bool accelerated() const { return ledger && !ledger->spec().groups.empty(); }
 };
 NodeFacts NodeFactsOf(const Json& node, const Json* devices);
+// Decides `managed` and `stamp_managed` from the node's gpustack.ai/managed label and the settings.
+void DecideManagement(NodeFacts& node, const Settings& settings);
+using NodePtr = std::shared_ptr<const NodeFacts>;
 
 // What an InstanceType selects: its pool identity (spec fields).
 struct PoolIdentity {
@@ -116,9 +119,13 @@ struct Flavor {
 
 class Fleet {
  public:
+  // Nodes whose management is decided (DecideManagement) under `settings`: shared, not copied,
+  // so a pass over a large fleet rebuilds only what changed.
+  Fleet(std::vector<NodePtr> nodes, Settings settings, ManufacturerTable manufacturers);
+  // The same, deciding the nodes' management first.
   Fleet(std::vector<NodeFacts> nodes, Settings settings, ManufacturerTable manufacturers);
 
-  const std::vector<NodeFacts>& nodes() const { return nodes_; }
+  const std::vector<NodePtr>& nodes() const { return nodes_; }
   const std::map<std::string, Flavor>& flavors() const { return flavors_; }
   const Settings& settings() const { return settings_; }
   const ManufacturerTable& manufacturers() const { return manufacturers_; }
@@ -150,7 +157,7 @@ class Fleet {
  private:
   std::vector<const NodeFacts*> PoolNodes(const PoolIdentity& identity) const;
 
-  std::vector<NodeFacts> nodes_;
+  std::vector<NodePtr> nodes_;
   Settings settings_;
   ManufacturerTable manufacturers_;
   std::map<std::string, Flavor> flavors_;

@@ -87,8 +87,9 @@ struct Write {
   std::string what;
   std::function<Status()> run;
   // Writes run phase by phase, so Kueue never sees a queue naming a flavor that does not exist
-  // yet, nor a flavor deleted while a queue still names it: 0 what others refer to (nodes,
-  // flavors, the check), 1 what refers to them (queues, InstanceTypes, entrances), 2 deletions.
+  // yet, nor a flavor deleted while a queue still names it: 0 what others refer to (flavors, the
+  // check), 1 what refers to them (queues, InstanceTypes, entrances), 2 deletions, 3 node labels
+  // and counting keys (one write per node: on a large fleet the pools must not wait for them).
   int phase = 0;
 };
 
@@ -120,7 +121,7 @@ std::vector<std::string> RunPhase(std::vector<Write*>& writes, int threads, Coun
 
 // The phases in order; a phase with a failure stops the pass (the next pass retries).
 std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Counters& counters) {
-  for (int phase = 0; phase <= 2; ++phase) {
+  for (int phase = 0; phase <= 3; ++phase) {
     std::vector<Write*> now;
     for (Write& w : writes)
       if (w.phase == phase) now.push_back(&w);
@@ -128,6 +129,49 @@ std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads, Coun
     if (auto errors = RunPhase(now, threads, counters); !errors.empty()) return errors;
   }
   return {};
+}
+
+// Everything in the settings that node facts, labels and counting keys depend on.
+std::string SettingsKey(const Settings& s) {
+  return std::string(s.node_management_manual ? "m" : "-") + (s.mixed_on_node ? "x" : "-");
+}
+
+const Json& Field(const Json& object, std::initializer_list<const char*> path) {
+  static const Json kNull;
+  const Json* at = &object;
+  for (const char* step : path) {
+    if (!at->is_object()) return kNull;
+    auto it = at->find(step);
+    if (it == at->end()) return kNull;
+    at = &*it;
+  }
+  return *at;
+}
+
+// Whether an update changed what a pass reads of an object of `plural` (compared in place: at
+// 1,000 nodes the heartbeats and Kueue's counters arrive many times a second).
+bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
+  auto same = [&](std::initializer_list<const char*> path) {
+    return Field(a, path) == Field(b, path);
+  };
+  const bool meta = same({"metadata", "labels"}) && same({"metadata", "annotations"}) &&
+                    same({"metadata", "finalizers"}) && same({"metadata", "deletionTimestamp"});
+  if (!meta) return false;
+  if (plural == "nodes") return same({"status", "capacity"});
+  if (plural == "namespaces") return same({"status", "phase"});
+  if (plural == "clusterqueues") {
+    // Of the status, only whether the queue still holds work (the drains wait for it).
+    auto busy = [](const Json& q) {
+      const Json& status = Field(q, {"status"});
+      if (!status.is_object()) return int64_t{0};
+      return status.value("reservingWorkloads", int64_t{0}) +
+             status.value("admittedWorkloads", int64_t{0});
+    };
+    return same({"spec"}) && busy(a) == busy(b);
+  }
+  if (plural == "resourceflavors" || plural == "localqueues") return same({"spec"});
+  // Devices, InstanceTypes, the AdmissionCheck, the settings Secret.
+  return same({"spec"}) && same({"status"}) && same({"data"});
 }
 
 // One leadership term: informers, a work queue and the reconcile loop, all dropped when the term
@@ -151,11 +195,18 @@ class Term {
 
     kube::InformerOptions by_label;
     auto make = [&](ResourceType type, std::string ns, kube::InformerOptions o = {}) {
-      auto informer = std::make_unique<kube::Informer>(client_, std::move(type), std::move(ns), o);
-      informer->AddEventHandler({.on_add = [this](const ObjectPtr&) { queue_.Add("sync"); },
-                                 .on_update = [this](const ObjectPtr&,
-                                                     const ObjectPtr&) { queue_.Add("sync"); },
-                                 .on_delete = [this](const ObjectPtr&) { queue_.Add("sync"); }});
+      auto informer = std::make_unique<kube::Informer>(client_, type, std::move(ns), o);
+      // An update that changes nothing the worker reads (a node's heartbeat, Kueue's counters)
+      // does not start a pass.
+      informer->AddEventHandler(
+          {.on_add = [this](const ObjectPtr&) { queue_.Add("sync"); },
+           .on_update =
+               [this, plural = type.plural](const ObjectPtr& before, const ObjectPtr& after) {
+                 if (SameForPass(plural, *before, *after)) return;
+                 log_->trace("changed: {} {}", plural, kube::ObjectKey(*after));
+                 queue_.Add("sync");
+               },
+           .on_delete = [this](const ObjectPtr&) { queue_.Add("sync"); }});
       return informer;
     };
     nodes_ = make(kube::resources::Nodes(), "");
@@ -230,39 +281,44 @@ class Term {
     return ParseSettings(values, problems);
   }
 
-  std::vector<NodeFacts> ReadNodes(std::vector<std::string>* problems) {
-    std::vector<NodeFacts> out;
-    std::map<std::string, Cached> next;
+  // Every node's facts, read again only where the Node, its Devices object or the settings
+  // changed since the last pass.
+  std::vector<NodePtr> ReadNodes(const Settings& settings, const std::string& settings_key,
+                                 std::vector<std::string>* problems) {
+    std::vector<NodePtr> out;
+    std::set<std::string> seen;
     for (const ObjectPtr& node : nodes_->List()) {
       const std::string name = Name(*node);
+      seen.insert(name);
       ObjectPtr devices = devices_->Get(name);
       const std::string node_rv = (*node)["metadata"].value("resourceVersion", "");
       const std::string devices_rv =
           devices ? (*devices)["metadata"].value("resourceVersion", "") : "";
-      auto cached = facts_.find(name);
-      if (cached != facts_.end() && cached->second.node_rv == node_rv &&
-          cached->second.devices_rv == devices_rv) {
-        next.emplace(name, std::move(cached->second));
-      } else {
-        next.emplace(name, Cached{node_rv, devices_rv, NodeFactsOf(*node, devices.get())});
+      Cached& cached = facts_[name];
+      if (!cached.facts || cached.node_rv != node_rv || cached.devices_rv != devices_rv ||
+          cached.settings_key != settings_key) {
+        NodeFacts facts = NodeFactsOf(*node, devices.get());
+        DecideManagement(facts, settings);
+        cached = Cached{node_rv, devices_rv, settings_key,
+                        std::make_shared<const NodeFacts>(std::move(facts)), {}};
       }
-      const NodeFacts& facts = next.at(name).facts;
-      if (!facts.devices_problem.empty()) problems->push_back(facts.devices_problem);
-      out.push_back(facts);
+      if (!cached.facts->devices_problem.empty()) problems->push_back(cached.facts->devices_problem);
+      out.push_back(cached.facts);
     }
-    facts_ = std::move(next);
+    std::erase_if(facts_, [&](const auto& entry) { return !seen.count(entry.first); });
     return out;
   }
+
 
   Write Apply(std::string kind, const char* manager, const ResourceType& type, Json object,
               std::string subresource = {}, const std::string& why = {}) {
     std::string what = "apply " + kind + " " + Name(object) +
                        (subresource.empty() ? "" : "/" + subresource) +
                        (why.empty() ? "" : " (" + why + ")");
-    const int phase = kind == "clusterqueue" || kind == "localqueue" ||
-                              kind.rfind("instancetype", 0) == 0
-                          ? 1
-                          : 0;
+    int phase = 0;
+    if (kind == "clusterqueue" || kind == "localqueue" || kind.rfind("instancetype", 0) == 0)
+      phase = 1;
+    if (kind.rfind("node", 0) == 0) phase = 3;
     return {std::move(kind), what,
             [this, manager, type, object = std::move(object), subresource = std::move(subresource)] {
               auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
@@ -288,13 +344,18 @@ class Term {
   bool Pass(std::string* error) {
     std::vector<std::string> problems;
     const Settings settings = ReadSettings(&problems);
-    Fleet fleet(ReadNodes(&problems), settings, options_.manufacturers);
+    const std::string settings_key = SettingsKey(settings);
+    Fleet fleet(ReadNodes(settings, settings_key, &problems), settings, options_.manufacturers);
     std::vector<Write> writes;
 
     // Nodes: labels (§3.3, §3.7, §3.8) and counting keys (§3.6), each where it changed.
-    for (const NodeFacts& n : fleet.nodes()) {
+    for (const NodePtr& node : fleet.nodes()) {
+      const NodeFacts& n = *node;
+      Cached& cached = facts_.at(n.name);
+      if (cached.clean) continue;
       ObjectPtr actual = nodes_->Get(n.name);
       if (!actual) continue;
+      const size_t writes_before = writes.size();
       Json labels = fleet.RenderNodeLabels(n);
       const std::set<std::string> owned =
           OwnedKeys(OwnedFields(*actual, kNodesManager, ""), {"f:metadata", "f:labels"});
@@ -313,6 +374,10 @@ class Term {
         writes.push_back(Apply("node-capacity", kNodesManager, kube::resources::Nodes(), capacity,
                                "status", why));
       }
+      // Only a node seen at the versions its facts were read from counts as clean.
+      if (writes.size() == writes_before &&
+          (*actual)["metadata"].value("resourceVersion", "") == cached.node_rv)
+        cached.clean = true;
     }
 
     // The AdmissionCheck, kept Active.
@@ -351,22 +416,26 @@ class Term {
 
     // InstanceTypes: derived ones created once (and again after a delete), every one's queue and
     // status kept, deleted ones drained first.
-    std::set<std::string> types;
-    for (const ObjectPtr& t : instance_types_->List()) types.insert(Name(*t));
+    std::vector<ObjectPtr> types = instance_types_->List();
+    std::set<std::string> names;
+    for (const ObjectPtr& t : types) names.insert(Name(*t));
     for (const PoolIdentity& id : fleet.DerivedPools()) {
       const std::string name = PoolName(id);
-      if (types.count(name)) continue;
-      Json object = fleet.RenderDerivedInstanceType(id);
+      if (names.count(name)) continue;
+      auto object = std::make_shared<const Json>(fleet.RenderDerivedInstanceType(id));
       writes.push_back({"instancetype", "create InstanceType " + name, [this, object] {
-                          auto done = client_.Create(kube::resources::InstanceTypes(), object);
+                          auto done = client_.Create(kube::resources::InstanceTypes(), *object);
                           if (!done && !kube::IsAlreadyExists(done.failure()))
                             return Status(done.failure());
                           return Status(Ok{});
                         }});
+      // Its queue, status and entrances follow in this same pass (phase 1 runs after the
+      // creates of phase 0): a new pool does not wait for the next pass.
+      types.push_back(object);
     }
     std::set<std::string> live_queues;
     std::vector<std::string> entrance_queues;
-    for (const ObjectPtr& t : instance_types_->List()) {
+    for (const ObjectPtr& t : types) {
       const std::string name = Name(*t);
       ObjectPtr queue = queues_->Get(name);
       if (Deleting(*t)) {
@@ -451,7 +520,7 @@ class Term {
         for (const std::string& p : problems) log_->warn("{}", p);
       counters_.problems = problems;
       size_t managed = 0;
-      for (const NodeFacts& n : fleet.nodes()) managed += n.managed ? 1 : 0;
+      for (const NodePtr& n : fleet.nodes()) managed += n->managed ? 1 : 0;
       counters_.snapshot = {{"nodes", fleet.nodes().size()},
                             {"managedNodes", managed},
                             {"flavors", fleet.flavors().size()},
@@ -487,8 +556,11 @@ class Term {
   }
 
   struct Cached {
-    std::string node_rv, devices_rv;
-    NodeFacts facts;
+    std::string node_rv, devices_rv, settings_key;
+    NodePtr facts;
+    // This node, at these versions and settings, needed no write: skipped until one changes, so
+    // a pass on a large fleet costs what changed, not every node.
+    bool clean = false;
   };
 
   kube::Client& client_;

@@ -62,6 +62,7 @@ std::vector<FleetNode> ClusterA() {
 
 const std::map<std::string, ledger::ResourceKind> kKinds = {
     {"nvidia", {"nvidia", "nvidia.com/gpu", "mig"}},
+    {"amd", {"amd", "amd.com/gpu", ""}},
     {"example", {"example", "example.com/accel", ""}}};
 
 // The kwok Node: NFD's CPU labels, the device manager's labels of §3.4, and in its capacity the
@@ -464,6 +465,120 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
       << workload["status"]["admission"].dump();
   // The card's quota is given back for the tests that follow (and a second run).
   static_cast<void>(client_->Delete(resources::Namespaces(), "", ns));
+}
+
+TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
+  // Cluster B's mixed node (§12.16: GPUs 0-2 in MIG mode) and a node with two vendors.
+  const FleetNode h100{"node-h100", "Intel", "Intel(R) Xeon(R) Platinum 8480+", 224,
+                       Expected("nvidia-h100x8-mig-mixed")};
+  const FleetNode mixed{"node-mixed", "AMD", "AMD EPYC 7763 64-Core Processor", 128,
+                        Expected("mixed-nvidia-amd")};
+  for (const FleetNode& n : {h100, mixed}) {
+    ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}));
+    ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}, "status"));
+    ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(n), {"operator-e2e", true}));
+  }
+  const std::string h100_pool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
+  EXPECT_TRUE(RowBecomes(h100_pool, "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 5/5 10/50 100/500 1/21 0/0 Active"));
+  EXPECT_TRUE(RowBecomes("gpustack--nvidia-l40s-linux-amd64",
+                         "gpustack-fnv64-a730f1dca9e26fca 12/128Gi/100Gi 2/2 10/20 100/200 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes("gpustack--amd-radeon-rx-7800-xt-linux-amd64",
+                         op::EntranceName("gpustack--amd-radeon-rx-7800-xt-linux-amd64") +
+                             " 4/16Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 224/424 Active"));
+  // §3.6 / §12.16: the counting keys the scheduler fits on, on the Node.
+  const std::map<std::string, std::string> keys = {
+      {"nvidia.com/gpu.sliced.units", "8M"},
+      {"nvidia.com/gpu.sliced.cores-percentage", "64k"},
+      {"nvidia.com/gpu.sliced.memory-percentage", "500"},
+      {"nvidia.com/gpu.sliced.memory-mib", "409600"},
+      {"nvidia.com/gpu.partitioned.units", "4800k"},
+      {"nvidia.com/gpu.partitioned.mig-1g.10gb", "21"},
+      {"nvidia.com/gpu.partitioned.mig-3g.40gb", "6"},
+      {"nvidia.com/gpu.partitioned.mig-7g.80gb", "3"}};
+  Json capacity;
+  EXPECT_TRUE(WaitFor([&] {
+    capacity = (*client_->Get(resources::Nodes(), "", "node-h100"))["status"]["capacity"];
+    for (const auto& [k, v] : keys)
+      if (capacity.value(k, "") != v) return false;
+    return true;
+  })) << capacity.dump();
+  // The mixed node carries both vendors' keys.
+  EXPECT_TRUE(WaitFor([&] {
+    capacity = (*client_->Get(resources::Nodes(), "", "node-mixed"))["status"]["capacity"];
+    return capacity.value("amd.com/gpu.sliced.units", "") == "1600k" &&
+           capacity.value("nvidia.com/gpu.sliced.units", "") == "3200k";
+  })) << capacity.dump();
+
+  // Leaving: the pools empty and their queues hold; the CPU pool shrinks back.
+  Kubectl("delete node node-h100 node-mixed");
+  Kubectl("delete devices node-h100 node-mixed");
+  EXPECT_TRUE(RowBecomes(h100_pool, "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
+  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+}
+
+TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
+  // §12.10: an admin's type beside the derived A10G one.
+  const std::string name = "a10g-12c128g";
+  auto made = client_->Create(resources::InstanceTypes(), Json::parse(R"({
+    "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
+    "metadata": {"name": "a10g-12c128g"},
+    "spec": {"acceleratable": true, "acceleratorGroup": "nvidia-a10g", "os": "linux",
+             "arch": "amd64", "unitResources": {"cpu": "12", "ram": "128Gi"},
+             "localStorage": "200Gi"}})"));
+  ASSERT_TRUE(made) << made.error();
+  EXPECT_TRUE(RowBecomes(name, op::EntranceName(name) + " 12/128Gi/200Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  Json type = *client_->Get(resources::InstanceTypes(), "", name);
+  EXPECT_NE(type["metadata"].value("finalizers", Json::array()).dump().find("gpustack.ai/controlled"),
+            std::string::npos);
+  EXPECT_TRUE(WaitFor([&] { return client_->Get(kClusterQueues, "", name).ok(); }));
+  // Deleting it drains and removes its queue first, then the type itself goes.
+  Kubectl("delete instancetype " + name + " --wait=false");
+  EXPECT_TRUE(WaitFor([&] {
+    return !client_->Get(kClusterQueues, "", name).ok() &&
+           !client_->Get(resources::InstanceTypes(), "", name).ok();
+  })) << worker_->Log().substr(0, 20000);
+  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+}
+
+TEST_F(OperatorE2e, SettingsAreReadOnline) {
+  // §12.11: flipping instance-type-aware-cpu-manufacturer in the settings Secret regroups the
+  // pools without a restart; the flavors stay, the old types stay.
+  auto patch = [&](const std::string& value) {
+    ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
+                               {{"stringData", {{"instance-type-aware-cpu-manufacturer", value}}}}));
+  };
+  patch("true");
+  EXPECT_TRUE(RowBecomes("gpustack--intel-xeon-platinum-8259cl-linux-amd64",
+                         "gpustack-fnv64-c6aee2b7b5c4dc6b 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/52 Active"));
+  EXPECT_TRUE(RowBecomes("gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
+                         "gpustack-fnv64-029fd9550e0c70bd 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes("gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64",
+                         "gpustack-fnv64-5b59e508edc027b7 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_EQ(Names(kFlavors, "resource.gpustack.ai/type=nodes").size(), 7u);
+  auto queue = client_->Get(kClusterQueues, "", "gpustack--intel-xeon-platinum-8259cl-linux-amd64");
+  ASSERT_TRUE(queue);
+  EXPECT_EQ((*queue)["metadata"]["labels"].value("general.feature.gpustack.ai/intel-xeon-platinum-8259cl", ""),
+            "true");
+  // A value that is no boolean is reported and ignored, not taken.
+  ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
+                             {{"stringData", {{"instance-type-mixed-on-node", "sometimes"}}}}));
+  EXPECT_TRUE(WaitFor([&] {
+    return worker_->Log().find("setting instance-type-mixed-on-node = 'sometimes' is not a boolean") !=
+           std::string::npos;
+  }));
+  ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
+                             {{"stringData", {{"instance-type-mixed-on-node", "true"}}}}));
+  patch("false");
+  // The aware types are create-only: they stay, and the derived generic pool is as before.
+  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+  for (const char* aware : {"gpustack--amd-epyc-7r13-linux-amd64", "gpustack--amd-epyc-7r32-linux-amd64",
+                            "gpustack--intel-xeon-platinum-8259cl-linux-amd64",
+                            "gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
+                            "gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64"}) {
+    EXPECT_TRUE(client_->Get(resources::InstanceTypes(), "", aware).ok()) << aware;
+  }
 }
 
 TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {

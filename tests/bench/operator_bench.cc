@@ -1,0 +1,264 @@
+// Measures the worker against a running control plane with Kueue (scripts/bench-operator.sh
+// starts one and runs this): a generated fleet of N nodes x 8 cards (Devices objects applied as
+// node daemons would), then
+//   - the time from the worker's start until every pool, flavor, queue and entrance is there,
+//     and until every node carries its labels; the worker's RSS then;
+//   - the latency from one Devices status change to the InstanceType status showing it;
+//   - what the worker sends in a steady cluster.
+// Prints figures; asserts nothing.
+//
+//   KUBECONFIG=... operator_bench <gpustack-operator> [nodes=1000] [changes=200] [steady_s=60]
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/kube/client.h"
+#include "host/kube/informer.h"
+#include "host/ledger/ledger.h"
+#include "host/ledger/views.h"
+#include "host/operator/fleet.h"
+
+using namespace gpustack;
+using namespace gpustack::kube;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const ResourceType kClusterQueues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
+const ResourceType kLocalQueues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};
+constexpr const char* kPool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+void Percentiles(const char* what, std::vector<double> samples) {
+  if (samples.empty()) return;
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double p) {
+    return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
+  };
+  std::printf("%-44s n=%zu p50=%.1f ms p90=%.1f ms p99=%.1f ms max=%.1f ms\n", what,
+              samples.size(), at(0.50), at(0.90), at(0.99), samples.back());
+}
+
+long RssKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+std::string Metrics(int port) {
+  std::string out;
+  FILE* p = popen(("curl -sk https://127.0.0.1:" + std::to_string(port) + "/metrics").c_str(), "r");
+  if (p == nullptr) return out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, p)) > 0;) out.append(buffer, n);
+  pclose(p);
+  return out;
+}
+
+int64_t Counter(const std::string& metrics, const std::string& name) {
+  int64_t sum = 0;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name, 0) == 0) sum += std::stoll(line.substr(line.rfind(' ') + 1));
+  return sum;
+}
+
+// Runs `n` jobs on 8 threads.
+void Parallel(int n, const std::function<void(int)>& job) {
+  std::atomic<int> next{0};
+  std::vector<std::jthread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) job(i);
+    });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: operator_bench <gpustack-operator> [nodes] [changes] [steady_s]\n");
+    return 2;
+  }
+  const std::string binary = argv[1];
+  const int nodes = argc > 2 ? std::atoi(argv[2]) : 1000;
+  const int changes = argc > 3 ? std::atoi(argv[3]) : 200;
+  const int steady_s = argc > 4 ? std::atoi(argv[4]) : 60;
+  auto made = Client::FromEnvironment({.qps = 0});
+  if (!made) {
+    std::fprintf(stderr, "%s\n", made.error().c_str());
+    return 1;
+  }
+  Client& client = **made;
+
+  // The fleet: N nodes like cluster B's (8 x H100, MIG off), tokens in their capacity.
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-h100x8-mig-off.devices.json");
+  const Json spec = Json::parse(in);
+  const ledger::NodeLedger empty("n", *ledger::SpecFromJson(spec));
+  Json capacity = {{"cpu", "224"}, {"memory", "2Ti"}, {"pods", "110"}};
+  for (const auto& [k, v] : ledger::AdvertisedCounts(empty, {"nvidia", "nvidia.com/gpu", "mig"}))
+    capacity[k] = std::to_string(v);
+  auto name = [](int i) { return "bench-node-" + std::to_string(i); };
+  const auto made_at = Clock::now();
+  Parallel(nodes, [&](int i) {
+    Json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata",
+                  {{"name", name(i)},
+                   {"labels",
+                    {{"kubernetes.io/os", "linux"},
+                     {"kubernetes.io/arch", "amd64"},
+                     {op::kCpuVendorLabel, "Intel"}}},
+                   {"annotations", {{op::kCpuNameAnnotation, "Intel(R) Xeon(R) Platinum 8480+"}}}}},
+                 {"status", {{"capacity", capacity}, {"allocatable", capacity}}}};
+    static_cast<void>(client.Apply(resources::Nodes(), node, {"bench", true}));
+    static_cast<void>(client.Apply(resources::Nodes(), node, {"bench", true}, "status"));
+    Json devices = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                    {"kind", "Devices"},
+                    {"metadata", {{"name", name(i)}}},
+                    {"spec", spec}};
+    static_cast<void>(client.Apply(resources::Devices(), devices, {"bench", true}));
+  });
+  std::printf("fleet: %d nodes x 8 cards applied in %.1f s\n", nodes,
+              Ms(Clock::now() - made_at) / 1000);
+
+  // The worker.
+  const int port = 31443 + (getpid() % 1000);
+  const std::string log = "/tmp/operator-bench-worker.log";
+  const auto started = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(out, 2);
+    execl(binary.c_str(), binary.c_str(), "--log-level", "info", "worker", "--secure-port",
+          std::to_string(port).c_str(), nullptr);
+    _exit(127);
+  }
+  const std::string capacity_wanted = std::to_string(nodes * 8);
+  const std::string quota_wanted = op::CanonicalQuantity(int64_t{nodes} * 8 * ledger::kCardCredits);
+  auto converged = [&] {
+    auto type = client.Get(resources::InstanceTypes(), "", kPool);
+    if (!type || !type->contains("status")) return false;
+    if ((*type)["status"]["accelerator"]["capacity"].dump() != capacity_wanted) return false;
+    auto queue = client.Get(kClusterQueues, "", kPool);
+    if (!queue) return false;
+    if ((*queue)["spec"].dump().find("\"" + quota_wanted + "\"") == std::string::npos) return false;
+    return client.Get(kLocalQueues, "default", op::EntranceName(kPool)).ok() &&
+           client.Get(kLocalQueues, "default", op::EntranceName("gpustack--generic-linux-amd64")).ok();
+  };
+  while (!converged()) {
+    if (Ms(Clock::now() - started) > 600'000) {
+      std::fprintf(stderr, "not converged after 600 s; see %s\n", log.c_str());
+      kill(pid, SIGKILL);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double pools_ms = Ms(Clock::now() - started);
+  std::printf("worker start -> pools, flavors, queues, entrances converged: %.2f s\n",
+              pools_ms / 1000);
+  ListOptions managed;
+  managed.label_selector = std::string(op::kManagedLabel) + "=true";
+  managed.page_size = 0;
+  while (true) {
+    auto list = client.List(resources::Nodes(), "", managed);
+    if (list && static_cast<int>(list->items.size()) >= nodes) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::printf("worker start -> every node labelled managed: %.2f s\n",
+              Ms(Clock::now() - started) / 1000);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  std::printf("worker RSS after convergence: %.1f MB (pid %d)\n", RssKb(pid) / 1024.0, pid);
+  std::fflush(stdout);
+
+  // One Devices change at a time: a card taken, then given back, on a different node each time.
+  Informer types(client, resources::InstanceTypes());
+  std::mutex mutex;
+  std::condition_variable seen;
+  std::string remaining;
+  Clock::time_point seen_at;
+  types.AddEventHandler({.on_update = [&](const ObjectPtr&, const ObjectPtr& after) {
+    if ((*after)["metadata"]["name"] != kPool) return;
+    std::lock_guard lock(mutex);
+    remaining = (*after)["status"]["accelerator"]["remaining"].dump();
+    seen_at = Clock::now();
+    seen.notify_all();
+  }});
+  types.Start();
+  types.WaitForSync(std::chrono::seconds(30));
+  std::vector<double> latencies;
+  for (int c = 0; c < changes; ++c) {
+    const bool take = c % 2 == 0;
+    ledger::NodeLedger ledger(name(c / 2 % nodes), *ledger::SpecFromJson(spec));
+    if (take) {
+      ledger::Request whole;
+      whole.manufacturer = "nvidia";
+      static_cast<void>(ledger.Reserve({"bench", "main"}, whole));
+    }
+    Json status = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                   {"kind", "Devices"},
+                   {"metadata", {{"name", ledger.node()}}},
+                   {"status", ledger::ToJson(ledger.ToStatus())}};
+    const std::string want = std::to_string(nodes * 8 - (take ? 1 : 0));
+    const auto sent = Clock::now();
+    static_cast<void>(client.Apply(resources::Devices(), status, {"bench", true}, "status"));
+    std::unique_lock lock(mutex);
+    if (seen.wait_for(lock, std::chrono::seconds(30), [&] { return remaining == want; }))
+      latencies.push_back(Ms(seen_at - sent));
+  }
+  types.Stop();
+  Percentiles("Devices change -> InstanceType.status", latencies);
+
+  // Steady: nothing changes; what does the worker send? The controller-manager first finishes
+  // its own start-up updates of the new nodes (labels, annotations), which each start a pass.
+  const auto settling = Clock::now();
+  int64_t last = -1;
+  for (int quiet = 0; quiet < 5 && Ms(Clock::now() - settling) < 300'000;) {
+    const int64_t passes = Counter(Metrics(port), "gpustack_worker_passes_total");
+    quiet = passes == last ? quiet + 1 : 0;
+    last = passes;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::printf("passes stopped %.0f s after the changes (the controller-manager's node updates)\n",
+              Ms(Clock::now() - settling) / 1000);
+  const std::string before = Metrics(port);
+  std::this_thread::sleep_for(std::chrono::seconds(steady_s));
+  const std::string after = Metrics(port);
+  std::printf("steady %d s: %lld passes, %lld writes (the worker's reads are watches only)\n",
+              steady_s,
+              static_cast<long long>(Counter(after, "gpustack_worker_passes_total") -
+                                     Counter(before, "gpustack_worker_passes_total")),
+              static_cast<long long>(Counter(after, "gpustack_worker_writes_total") -
+                                     Counter(before, "gpustack_worker_writes_total")));
+  std::printf("worker RSS at the end: %.1f MB; last pass %s s\n", RssKb(pid) / 1024.0,
+              [&] {
+                std::istringstream m(after);
+                for (std::string line; std::getline(m, line);)
+                  if (line.rfind("gpustack_worker_last_pass_seconds", 0) == 0)
+                    return line.substr(line.rfind(' ') + 1);
+                return std::string("?");
+              }()
+                  .c_str());
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::printf("worker exit status %d; log %s\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+              log.c_str());
+  return 0;
+}
