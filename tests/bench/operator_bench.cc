@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -146,8 +147,9 @@ int main(int argc, char** argv) {
     const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
     dup2(out, 2);
-    execl(binary.c_str(), binary.c_str(), "--log-level", "info", "worker", "--secure-port",
-          std::to_string(port).c_str(), nullptr);
+    const char* level = std::getenv("GPUSTACK_BENCH_LOG_LEVEL");  // trace: what starts passes
+    execl(binary.c_str(), binary.c_str(), "--log-level", level != nullptr ? level : "info",
+          "worker", "--secure-port", std::to_string(port).c_str(), nullptr);
     _exit(127);
   }
   const std::string capacity_wanted = std::to_string(nodes * 8);
