@@ -23,8 +23,8 @@
 #include "host/device_manager/monitor.h"
 #include "host/device_manager/preflight.h"
 #include "host/kube/client.h"
-#include "host/node/daemon.h"
 #include "host/loader/dlopen_source.h"
+#include "host/node/daemon.h"
 #include "host/operator/worker.h"
 
 namespace {
@@ -284,15 +284,14 @@ int RunWorkerCommand(WorkerFlags& flags) {
     o.identity = std::string(host) + "_" + std::to_string(getpid());
   }
   const auto default_dir = gpustack::loader::DefaultPluginDir();
-  const auto dirs =
-      gpustack::loader::PluginSearchPath(flags.plugin_dirs, Env("GPUSTACK_PLUGIN_PATH"), default_dir);
+  const auto dirs = gpustack::loader::PluginSearchPath(flags.plugin_dirs,
+                                                       Env("GPUSTACK_PLUGIN_PATH"), default_dir);
   std::vector<std::filesystem::path> required;
   for (const auto& dir : dirs)
     if (dir != default_dir.lexically_normal()) required.push_back(dir);
   std::vector<std::string> problems;
   o.manufacturers = gpustack::op::LoadManufacturers(dirs, required, o.getenv, &problems);
-  for (const std::string& p : problems)
-    std::cerr << "warning: " << gpustack::Printable(p) << "\n";
+  for (const std::string& p : problems) std::cerr << "warning: " << gpustack::Printable(p) << "\n";
   if (o.manufacturers.empty()) {
     std::cerr << "error: no plugin loaded from " << dirs.size()
               << " plugin directory(ies): the worker needs the manufacturer table they declare\n";

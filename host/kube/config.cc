@@ -26,7 +26,6 @@ Result<std::string> ReadFile(const std::filesystem::path& path, std::string_view
   return text;
 }
 
-
 std::string Scalar(const YAML::Node& node, const char* key) {
   const YAML::Node value = node[key];
   return value && value.IsScalar() ? value.as<std::string>() : std::string();

@@ -479,7 +479,9 @@ Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, Devi
                      " does not have"};
       }
       std::vector<Allocation> held;
-      const auto owner = [&](size_t n) { return Owner{"published", a.id + "/" + std::to_string(n)}; };
+      const auto owner = [&](size_t n) {
+        return Owner{"published", a.id + "/" + std::to_string(n)};
+      };
       switch (a.mode) {
         case Mode::kExclusive: {
           Charge c;
@@ -501,7 +503,8 @@ Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, Devi
         }
         case Mode::kSliced: {
           // One charge per published slice, the credits split evenly (the first takes the rest).
-          const int64_t n = std::clamp<int64_t>(a.allocated_slices, 1, std::max<int64_t>(a.allocated, 1));
+          const int64_t n =
+              std::clamp<int64_t>(a.allocated_slices, 1, std::max<int64_t>(a.allocated, 1));
           for (int64_t i = 0; i < n; ++i) {
             Charge c;
             c.accelerator_id = a.id;
@@ -537,12 +540,12 @@ Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, Devi
               r.profile = profile->name;
               r.cards = {a.id};
               auto fit = ledger->Fit(r);
-              Status restored = fit ? ledger->Restore({owner(n++), std::move(*fit)})
-                                    : Status(fit.failure());
+              Status restored =
+                  fit ? ledger->Restore({owner(n++), std::move(*fit)}) : Status(fit.failure());
               if (!restored) {
                 return Error{"status of node " + ledger->node() + " holds more " + profile->name +
-                             " instances on card " + a.id + " than it can host: " +
-                             restored.error()};
+                             " instances on card " + a.id +
+                             " than it can host: " + restored.error()};
               }
             }
           }

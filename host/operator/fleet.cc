@@ -39,9 +39,9 @@ std::optional<int64_t> WholeQuantity(const Json& value) {
   const int64_t number = std::stoll(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
   static const std::map<std::string, std::pair<int64_t, int64_t>> kScale = {
-      {"", {1, 1}},           {"m", {1, 1000}},         {"k", {1000, 1}},
-      {"M", {1000000, 1}},    {"G", {1000000000, 1}},   {"Ki", {1024, 1}},
-      {"Mi", {1 << 20, 1}},   {"Gi", {1 << 30, 1}},     {"T", {1000000000000, 1}},
+      {"", {1, 1}},           {"m", {1, 1000}},       {"k", {1000, 1}},
+      {"M", {1000000, 1}},    {"G", {1000000000, 1}}, {"Ki", {1024, 1}},
+      {"Mi", {1 << 20, 1}},   {"Gi", {1 << 30, 1}},   {"T", {1000000000000, 1}},
       {"Ti", {1LL << 40, 1}},
   };
   auto it = kScale.find(suffix);
@@ -52,9 +52,8 @@ std::optional<int64_t> WholeQuantity(const Json& value) {
 }
 
 Json View(const ledger::ResourceView& v) {
-  return {{"onceMaxRequest", v.once_max_request},
-          {"remaining", v.remaining},
-          {"capacity", v.capacity}};
+  return {
+      {"onceMaxRequest", v.once_max_request}, {"remaining", v.remaining}, {"capacity", v.capacity}};
 }
 
 Json Profiles(const std::vector<ledger::ProfileCount>& profiles) {
@@ -324,8 +323,8 @@ Fleet::Fleet(std::vector<NodePtr> nodes, Settings settings, ManufacturerTable ma
       f.os = n.os;
       f.arch = n.arch;
       f.count = n.cores;
-      f.name = "gpustack--" + n.gkey + "-" + n.os + "-" + n.arch + "-" + std::to_string(n.cores) +
-               "c";
+      f.name =
+          "gpustack--" + n.gkey + "-" + n.os + "-" + n.arch + "-" + std::to_string(n.cores) + "c";
       contribute(n, std::move(f));
     }
     if (!n.ledger) continue;
@@ -423,12 +422,12 @@ Json Fleet::RenderFlavor(const Flavor& f) const {
     notes["note.gpustack.ai/cpuDetail"] =
         Json{{"manufacturer", f.first->cpu_vendor}, {"product", f.first->cpu_name}}.dump();
   }
-  return {{"apiVersion", kKueue},
-          {"kind", "ResourceFlavor"},
-          {"metadata", {{"name", f.name}, {"labels", labels}, {"annotations", notes}}},
-          {"spec",
-           {{"nodeLabels", node_labels},
-            {"tolerations", Json::array({{{"operator", "Exists"}}})}}}};
+  return {
+      {"apiVersion", kKueue},
+      {"kind", "ResourceFlavor"},
+      {"metadata", {{"name", f.name}, {"labels", labels}, {"annotations", notes}}},
+      {"spec",
+       {{"nodeLabels", node_labels}, {"tolerations", Json::array({{{"operator", "Exists"}}})}}}};
 }
 
 Json Fleet::RenderDerivedInstanceType(const PoolIdentity& id) const {
@@ -456,11 +455,11 @@ Json Fleet::RenderDerivedInstanceType(const PoolIdentity& id) const {
                {"unitResources", {{"cpu", unit.cpu}, {"ram", unit.ram}}},
                {"localStorage", "100Gi"}};
   if (id.acceleratable) spec["acceleratorGroup"] = id.accelerator_group;
-  return {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
-          {"kind", "InstanceType"},
-          {"metadata",
-           {{"name", name}, {"labels", labels}, {"finalizers", Json::array({kFinalizer})}}},
-          {"spec", spec}};
+  return {
+      {"apiVersion", "worker.gpustack.ai/v1alpha1"},
+      {"kind", "InstanceType"},
+      {"metadata", {{"name", name}, {"labels", labels}, {"finalizers", Json::array({kFinalizer})}}},
+      {"spec", spec}};
 }
 
 Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
@@ -508,9 +507,10 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
         if (shown != nullptr) {
           // Maps that would be empty are left out: server-side apply turns a map whose last
           // field goes into null, which the schema refuses.
-          Json sliced_detail = {{"logical",
-                                 {{"count", sliced.logical_count},
-                                  {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}}};
+          Json sliced_detail = {
+              {"logical",
+               {{"count", sliced.logical_count},
+                {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}}};
           if (sliced.physical_count > 0) {
             Json profiles = Json::array();
             for (const auto& p : profile_order)
@@ -576,7 +576,8 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
     labels["kubernetes.io/os"] = id->os;
     labels["kubernetes.io/arch"] = id->arch;
     labels[kAcceleratableLabel] = id->acceleratable ? "true" : "false";
-    if (id->acceleratable) labels[std::string(kAcceleratablePrefix) + id->accelerator_group] = "true";
+    if (id->acceleratable)
+      labels[std::string(kAcceleratablePrefix) + id->accelerator_group] = "true";
     if (id->general_group != "generic")
       labels[std::string(kGeneralPrefix) + id->general_group] = "true";
     std::vector<const Flavor*> flavors = FlavorsOf(*id);
@@ -593,11 +594,13 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
         if (id->acceleratable) {
           int64_t cores = 0;
           for (const std::string& n : f->nodes) cores += Node(n)->cores;
-          resources.push_back({{"name", covered[0]},
-                               {"nominalQuota", CanonicalQuantity(f->capacity() * ledger::kCardCredits)}});
+          resources.push_back(
+              {{"name", covered[0]},
+               {"nominalQuota", CanonicalQuantity(f->capacity() * ledger::kCardCredits)}});
           resources.push_back({{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(cores)}});
         } else {
-          resources.push_back({{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(f->capacity())}});
+          resources.push_back(
+              {{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(f->capacity())}});
         }
         entries.push_back({{"name", f->name}, {"resources", resources}});
       }
@@ -607,14 +610,12 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
   if (groups.empty()) {
     // No flavor: drain what the queue admitted before emptying its groups, then hold it (an
     // empty queue must not admit what it cannot cover).
-    const Json* current_spec = current != nullptr && current->contains("spec")
-                                   ? &(*current)["spec"]
-                                   : nullptr;
-    const Json* current_status = current != nullptr && current->contains("status")
-                                     ? &(*current)["status"]
-                                     : nullptr;
-    const bool had_groups = current_spec != nullptr &&
-                            !current_spec->value("resourceGroups", Json::array()).empty();
+    const Json* current_spec =
+        current != nullptr && current->contains("spec") ? &(*current)["spec"] : nullptr;
+    const Json* current_status =
+        current != nullptr && current->contains("status") ? &(*current)["status"] : nullptr;
+    const bool had_groups =
+        current_spec != nullptr && !current_spec->value("resourceGroups", Json::array()).empty();
     const int64_t busy = current_status == nullptr
                              ? 0
                              : current_status->value("reservingWorkloads", int64_t{0}) +
@@ -628,16 +629,16 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
     }
   }
   if (deleting) stop = "HoldAndDrain";
-  Json queue_spec = {{"namespaceSelector", Json::object()},
-                     {"resourceGroups", groups},
-                     {"stopPolicy", stop}};
+  Json queue_spec = {
+      {"namespaceSelector", Json::object()}, {"resourceGroups", groups}, {"stopPolicy", stop}};
   if (accelerated && check_active && settings_.derived_from_node) {
     queue_spec["admissionChecksStrategy"] = {
         {"admissionChecks", Json::array({{{"name", kNodeDevicesCheck}}})}};
   }
   Json meta = {{"name", name}, {"labels", labels}};
   if (!annotations.empty()) meta["annotations"] = annotations;
-  return {{"apiVersion", kKueue}, {"kind", "ClusterQueue"}, {"metadata", meta}, {"spec", queue_spec}};
+  return {
+      {"apiVersion", kKueue}, {"kind", "ClusterQueue"}, {"metadata", meta}, {"spec", queue_spec}};
 }
 
 Json Fleet::RenderNodeLabels(const NodeFacts& n) const {
@@ -651,7 +652,8 @@ Json Fleet::RenderNodeLabels(const NodeFacts& n) const {
     for (const auto& [key, value] : ledger::FitLabels(*n.ledger))
       labels[key] = std::to_string(value);
   }
-  return {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", n.name}, {"labels", labels}}}};
+  return {
+      {"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", n.name}, {"labels", labels}}}};
 }
 
 Json Fleet::RenderNodeCapacity(const NodeFacts& n) const {

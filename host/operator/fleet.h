@@ -80,7 +80,7 @@ struct NodeFacts {
   std::string cpu_name;    // as NFD's annotation reports it
   int64_t cores = 0;       // Node.status.capacity.cpu, whole cores
   std::map<std::string, std::string> labels;
-  std::map<std::string, int64_t> capacity;  // whole-number entries of Node.status.capacity
+  std::map<std::string, int64_t> capacity;           // whole-number entries of Node.status.capacity
   std::shared_ptr<const ledger::NodeLedger> ledger;  // null: no (usable) Devices object
   std::string devices_problem;  // why a Devices object that exists could not be used
   bool managed = false;         // decided by Fleet from the label and the settings

@@ -66,7 +66,9 @@ bool ConditionTrue(const Json& object, const std::string& type) {
   return false;
 }
 
-std::string Now() { return kube::FormatMicroTime(std::chrono::system_clock::now()).substr(0, 19) + "Z"; }
+std::string Now() {
+  return kube::FormatMicroTime(std::chrono::system_clock::now()).substr(0, 19) + "Z";
+}
 
 struct Counters {
   std::mutex mutex;
@@ -224,9 +226,9 @@ class Term {
     checks_ = make(kAdmissionChecks, "", by_name);
     by_name.field_selector = std::string("metadata.name=") + kSettingsSecret;
     settings_ = make(kSecrets, options_.system_namespace, by_name);
-    kube::Informer* all[] = {nodes_.get(),   devices_.get(),    instance_types_.get(),
+    kube::Informer* all[] = {nodes_.get(),      devices_.get(), instance_types_.get(),
                              namespaces_.get(), flavors_.get(), queues_.get(),
-                             entrances_.get(), checks_.get(),   settings_.get()};
+                             entrances_.get(),  checks_.get(),  settings_.get()};
     for (kube::Informer* i : all) i->Start();
     for (kube::Informer* i : all) {
       while (!stop.stop_requested() && !i->WaitForSync(std::chrono::seconds(1))) {
@@ -299,16 +301,19 @@ class Term {
           cached.settings_key != settings_key) {
         NodeFacts facts = NodeFactsOf(*node, devices.get());
         DecideManagement(facts, settings);
-        cached = Cached{node_rv, devices_rv, settings_key,
-                        std::make_shared<const NodeFacts>(std::move(facts)), {}};
+        cached = Cached{node_rv,
+                        devices_rv,
+                        settings_key,
+                        std::make_shared<const NodeFacts>(std::move(facts)),
+                        {}};
       }
-      if (!cached.facts->devices_problem.empty()) problems->push_back(cached.facts->devices_problem);
+      if (!cached.facts->devices_problem.empty())
+        problems->push_back(cached.facts->devices_problem);
       out.push_back(cached.facts);
     }
     std::erase_if(facts_, [&](const auto& entry) { return !seen.count(entry.first); });
     return out;
   }
-
 
   Write Apply(std::string kind, const char* manager, const ResourceType& type, Json object,
               std::string subresource = {}, const std::string& why = {}) {
@@ -319,12 +324,13 @@ class Term {
     if (kind == "clusterqueue" || kind == "localqueue" || kind.rfind("instancetype", 0) == 0)
       phase = 1;
     if (kind.rfind("node", 0) == 0) phase = 3;
-    return {std::move(kind), what,
-            [this, manager, type, object = std::move(object), subresource = std::move(subresource)] {
-              auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
-              return done ? Status(Ok{}) : Status(done.failure());
-            },
-            phase};
+    return {
+        std::move(kind), what,
+        [this, manager, type, object = std::move(object), subresource = std::move(subresource)] {
+          auto done = client_.Apply(type, object, {manager, /*force=*/true}, subresource);
+          return done ? Status(Ok{}) : Status(done.failure());
+        },
+        phase};
   }
 
   Write Delete(std::string kind, const ResourceType& type, const Json& object) {
@@ -543,10 +549,12 @@ class Term {
     for (const Json& f : current)
       if (f != kFinalizer) kept.push_back(f);
     // The test makes a concurrent change to the list a conflict, never a lost finalizer.
-    const Json patch = Json::array({{{"op", "test"}, {"path", "/metadata/finalizers"}, {"value", current}},
-                                    {{"op", "replace"}, {"path", "/metadata/finalizers"}, {"value", kept}}});
+    const Json patch =
+        Json::array({{{"op", "test"}, {"path", "/metadata/finalizers"}, {"value", current}},
+                     {{"op", "replace"}, {"path", "/metadata/finalizers"}, {"value", kept}}});
     const std::string name = Name(instance_type);
-    return {"instancetype", "release InstanceType " + name, [this, name, patch] {
+    return {"instancetype", "release InstanceType " + name,
+            [this, name, patch] {
               auto done = client_.Patch(kube::resources::InstanceTypes(), "", name,
                                         kube::PatchType::kJson, patch);
               if (!done && !kube::IsNotFound(done.failure())) return Status(done.failure());
@@ -577,16 +585,16 @@ class Term {
 // Every replica, before the election: the system namespace and the settings Secret exist, and the
 // Secret holds every known setting (the environment seeds the missing ones, never overwrites).
 Status Prepare(kube::Client& client, const WorkerOptions& options) {
-  auto seeds = SeedValues(options.getenv ? options.getenv : [](const std::string&) {
-    return std::string();
-  });
+  auto seeds = SeedValues(options.getenv ? options.getenv
+                                         : [](const std::string&) { return std::string(); });
   if (!seeds) return seeds.failure();
   Json ns = {{"apiVersion", "v1"},
              {"kind", "Namespace"},
              {"metadata", {{"name", options.system_namespace}}}};
   if (auto made = client.Create(kube::resources::Namespaces(), ns);
       !made && !kube::IsAlreadyExists(made.failure()) && made.failure().http_status != 403)
-    return Status(made.failure().WithContext("cannot create namespace " + options.system_namespace + ": "));
+    return Status(
+        made.failure().WithContext("cannot create namespace " + options.system_namespace + ": "));
   auto secret = client.Get(kSecrets, options.system_namespace, kSettingsSecret);
   if (!secret && kube::IsNotFound(secret.failure())) {
     Json object = {{"apiVersion", "v1"},
@@ -666,7 +674,8 @@ ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& di
   for (auto& [key, m] : table) {
     std::string upper;
     for (char c : key) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (std::string base = getenv("GPUSTACK_" + upper + "_ACCELERATABLE_RESOURCE_NAME"); !base.empty())
+    if (std::string base = getenv("GPUSTACK_" + upper + "_ACCELERATABLE_RESOURCE_NAME");
+        !base.empty())
       m.base = base;
     if (std::string kind = getenv("GPUSTACK_" + upper + "_PARTITION_KIND"); !kind.empty())
       m.partition_kind = kind;
@@ -677,16 +686,18 @@ ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& di
 int RunWorker(kube::Client& client, const WorkerOptions& options, const std::atomic<bool>& stop) {
   auto log = Logger("worker");
   Counters counters;
-  node::Exporter health(options.health,
-                        {[&] { return RenderMetrics(counters); },
-                         [&] {
-                           std::lock_guard lock(counters.mutex);
-                           return counters.snapshot.dump();
-                         },
-                         [&] {
-                           std::lock_guard lock(counters.mutex);
-                           return !options.leader_election || !counters.leading || counters.synced;
-                         }});
+  node::Exporter health(options.health, {[&] { return RenderMetrics(counters); },
+                                         [&] {
+                                           std::lock_guard lock(counters.mutex);
+                                           return counters.snapshot.dump();
+                                         },
+                                         [&] {
+                                           std::lock_guard lock(counters.mutex);
+                                           // A standby is ready (it waits for the Lease),
+                                           // a leader once its caches are synced.
+                                           return counters.leading ? counters.synced
+                                                                   : options.leader_election;
+                                         }});
   if (options.serve_https) {
     if (Status started = health.Start(); !started) {
       log->error("{}", started.error());
@@ -712,7 +723,8 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
 
   std::stop_source stopping;
   std::jthread watcher([&](std::stop_token own) {
-    while (!own.stop_requested() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (!own.stop_requested() && !stop)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     stopping.request_stop();
   });
   auto lead = [&](std::stop_token term_stop) {

@@ -20,7 +20,8 @@ struct Objects {
 
 const Objects& Fleet1000() {
   static const Objects objects = [] {
-    std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-h100x8-mig-off.devices.json");
+    std::ifstream in(std::string(GPUSTACK_NODES_DIR) +
+                     "/expected/nvidia-h100x8-mig-off.devices.json");
     const Json spec = Json::parse(in);
     Objects o;
     for (int i = 0; i < kNodes; ++i) {
@@ -29,8 +30,10 @@ const Objects& Fleet1000() {
           {{"metadata",
             {{"name", name},
              {"labels",
-              {{"kubernetes.io/os", "linux"}, {"kubernetes.io/arch", "amd64"},
-               {op::kCpuVendorLabel, "Intel"}, {op::kManagedLabel, "true"}}},
+              {{"kubernetes.io/os", "linux"},
+               {"kubernetes.io/arch", "amd64"},
+               {op::kCpuVendorLabel, "Intel"},
+               {op::kManagedLabel, "true"}}},
              {"annotations", {{op::kCpuNameAnnotation, "Intel(R) Xeon(R) Platinum 8480+"}}}}},
            {"status", {{"capacity", {{"cpu", "224"}, {"nvidia.com/gpu.sliced", "1024"}}}}}});
       o.devices.push_back({{"metadata", {{"name", name}}}, {"spec", spec}});

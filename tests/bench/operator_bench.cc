@@ -50,8 +50,8 @@ void Percentiles(const char* what, std::vector<double> samples) {
   auto at = [&](double p) {
     return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
   };
-  std::printf("%-44s n=%zu p50=%.1f ms p90=%.1f ms p99=%.1f ms max=%.1f ms\n", what,
-              samples.size(), at(0.50), at(0.90), at(0.99), samples.back());
+  std::printf("%-44s n=%zu p50=%.1f ms p90=%.1f ms p99=%.1f ms max=%.1f ms\n", what, samples.size(),
+              at(0.50), at(0.90), at(0.99), samples.back());
 }
 
 long RssKb(pid_t pid) {
@@ -93,7 +93,8 @@ void Parallel(int n, const std::function<void(int)>& job) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: operator_bench <gpustack-operator> [nodes] [changes] [steady_s]\n");
+    std::fprintf(stderr,
+                 "usage: operator_bench <gpustack-operator> [nodes] [changes] [steady_s]\n");
     return 2;
   }
   const std::string binary = argv[1];
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   Client& client = **made;
 
   // The fleet: N nodes like cluster B's (8 x H100, MIG off), tokens in their capacity.
-  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-h100x8-mig-off.devices.json");
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) +
+                   "/expected/nvidia-h100x8-mig-off.devices.json");
   const Json spec = Json::parse(in);
   const ledger::NodeLedger empty("n", *ledger::SpecFromJson(spec));
   Json capacity = {{"cpu", "224"}, {"memory", "2Ti"}, {"pods", "110"}};
@@ -162,7 +164,8 @@ int main(int argc, char** argv) {
     if (!queue) return false;
     if ((*queue)["spec"].dump().find("\"" + quota_wanted + "\"") == std::string::npos) return false;
     return client.Get(kLocalQueues, "default", op::EntranceName(kPool)).ok() &&
-           client.Get(kLocalQueues, "default", op::EntranceName("gpustack--generic-linux-amd64")).ok();
+           client.Get(kLocalQueues, "default", op::EntranceName("gpustack--generic-linux-amd64"))
+               .ok();
   };
   while (!converged()) {
     if (Ms(Clock::now() - started) > 600'000) {

@@ -1,8 +1,8 @@
 #include "tests/kube/testbed.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -149,8 +149,7 @@ Json ConfigMap(const std::string& ns, const std::string& name, Json data) {
           {"data", std::move(data)}};
 }
 
-Process::Process(std::vector<std::string> argv, std::vector<std::string> env,
-                 std::string log_path)
+Process::Process(std::vector<std::string> argv, std::vector<std::string> env, std::string log_path)
     : argv_(std::move(argv)), env_(std::move(env)), log_path_(std::move(log_path)) {}
 
 Process::~Process() { Stop(SIGKILL); }

@@ -69,12 +69,9 @@ const std::map<std::string, ledger::ResourceKind> kKinds = {
 // tokens its device plugin would advertise (what a kubelet would show).
 Json NodeObject(const FleetNode& n) {
   Json capacity = {{"cpu", std::to_string(n.cores)}, {"memory", "64Gi"}, {"pods", "110"}};
-  Json labels = {{"type", "gpustack-fleet"},
-                 {"kubernetes.io/os", "linux"},
-                 {"kubernetes.io/arch", "amd64"},
-                 {"kubernetes.io/hostname", n.name},
-                 {op::kCpuVendorLabel, n.cpu_vendor},
-                 {op::kManagedLabel, "true"}};
+  Json labels = {{"type", "gpustack-fleet"},          {"kubernetes.io/os", "linux"},
+                 {"kubernetes.io/arch", "amd64"},     {"kubernetes.io/hostname", n.name},
+                 {op::kCpuVendorLabel, n.cpu_vendor}, {op::kManagedLabel, "true"}};
   if (!n.spec.is_null()) {
     const ledger::DevicesSpec spec = *ledger::SpecFromJson(n.spec);
     for (const auto& [k, v] : runtime::DeviceLabels(spec)) labels[k] = v;
@@ -84,18 +81,18 @@ Json NodeObject(const FleetNode& n) {
         capacity[k] = std::to_string(v);
     }
   }
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", n.name},
-            {"labels", labels},
-            {"annotations",
-             {{"kwok.x-k8s.io/node", "fake"}, {op::kCpuNameAnnotation, n.cpu_name}}}}},
-          {"spec",
-           {{"taints", Json::array({{{"key", "kwok.x-k8s.io/node"},
-                                     {"value", "fake"},
-                                     {"effect", "NoSchedule"}}})}}},
-          {"status", {{"capacity", capacity}, {"allocatable", capacity}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", n.name},
+        {"labels", labels},
+        {"annotations", {{"kwok.x-k8s.io/node", "fake"}, {op::kCpuNameAnnotation, n.cpu_name}}}}},
+      {"spec",
+       {{"taints",
+         Json::array(
+             {{{"key", "kwok.x-k8s.io/node"}, {"value", "fake"}, {"effect", "NoSchedule"}}})}}},
+      {"status", {{"capacity", capacity}, {"allocatable", capacity}}}};
 }
 
 Json DevicesObject(const FleetNode& n) {
@@ -176,8 +173,9 @@ class OperatorE2e : public ::testing::Test {
   static void SetUpTestSuite() {
     client_ = testing::TestbedClient().release();
     ASSERT_NE(client_, nullptr);
-    for (const char* crd : {"worker.gpustack.ai_devices.yaml", "worker.gpustack.ai_instancetypes.yaml",
-                            "worker.gpustack.ai_instances.yaml"}) {
+    for (const char* crd :
+         {"worker.gpustack.ai_devices.yaml", "worker.gpustack.ai_instancetypes.yaml",
+          "worker.gpustack.ai_instances.yaml"}) {
       testing::ApplyCrds(*client_, std::string(GPUSTACK_CRD_DIR) + "/" + crd, "operator-e2e");
     }
     // A clean slate: what an earlier run left (the settings Secret seeds once).
@@ -195,7 +193,8 @@ class OperatorE2e : public ::testing::Test {
     for (const FleetNode& n : ClusterA()) {
       ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}));
       // kwok owns a node's status from here on; the capacity must survive it.
-      ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}, "status"));
+      ASSERT_TRUE(
+          client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}, "status"));
       if (!n.spec.is_null()) {
         ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(n), {"operator-e2e", true}));
       }
@@ -229,8 +228,9 @@ class OperatorE2e : public ::testing::Test {
            s.value("phase", "");
   }
 
-  static ::testing::AssertionResult RowBecomes(const std::string& type, const std::string& row,
-                                               std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  static ::testing::AssertionResult RowBecomes(
+      const std::string& type, const std::string& row,
+      std::chrono::seconds timeout = std::chrono::seconds(30)) {
     std::string last;
     if (WaitFor([&] { return (last = Row(type)) == row; }, timeout))
       return ::testing::AssertionSuccess();
@@ -267,16 +267,20 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
       "gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64-4d",
       "gpustack--intel-xeon-platinum-8259cl-linux-amd64-48c",
       "gpustack--intel-xeon-platinum-8259cl-linux-amd64-4c"};
-  EXPECT_TRUE(WaitFor([&] { return Names(kFlavors, "resource.gpustack.ai/type=nodes") == flavors; }))
-      << worker_->Log();
+  EXPECT_TRUE(WaitFor([&] {
+    return Names(kFlavors, "resource.gpustack.ai/type=nodes") == flavors;
+  })) << worker_->Log();
   // §12.2 and §12.3 (decisions 1 and 3 for the SH and CPU columns).
   EXPECT_TRUE(WaitFor([&] {
     return Names(kClusterQueues, "resource.gpustack.ai/type=instancetypes") ==
            std::set<std::string>{kGeneric, kA10g, kT4};
   }));
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
-  EXPECT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
   // kubectl prints the same columns.
   const std::string table = Kubectl("get instancetypes " + std::string(kA10g));
   EXPECT_NE(table.find("ENTRANCE"), std::string::npos) << table;
@@ -290,8 +294,10 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
     queue = *q;
     return queue["spec"].contains("admissionChecksStrategy");
   })) << queue.dump();
-  EXPECT_EQ(queue["spec"]["resourceGroups"][0]["coveredResources"][0], "credits.gpustack.ai/nvidia");
-  EXPECT_EQ(queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"], "1600k");
+  EXPECT_EQ(queue["spec"]["resourceGroups"][0]["coveredResources"][0],
+            "credits.gpustack.ai/nvidia");
+  EXPECT_EQ(queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
+            "1600k");
   EXPECT_EQ(queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"],
             "gpustack-node-devices");
   EXPECT_EQ(queue["spec"]["stopPolicy"], "None");
@@ -324,13 +330,15 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
 }
 
 TEST_F(OperatorE2e, ASteadyClusterMakesNoWrites) {
-  ASSERT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  ASSERT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
   std::this_thread::sleep_for(std::chrono::seconds(3));  // the last pass's writes come back
   const int64_t writes = worker_->Counter("gpustack_worker_writes_total");
   const int64_t passes = worker_->Counter("gpustack_worker_passes_total");
   const auto before = SpecVersions();
   // Something the worker watches changes, but nothing it derives: a pass, and no write.
-  Kubectl("label node node-cpu gpustack-e2e/touched=" + std::to_string(time(nullptr)) + " --overwrite");
+  Kubectl("label node node-cpu gpustack-e2e/touched=" + std::to_string(time(nullptr)) +
+          " --overwrite");
   ASSERT_TRUE(WaitFor([&] { return worker_->Counter("gpustack_worker_passes_total") > passes; }));
   std::this_thread::sleep_for(std::chrono::seconds(5));
   EXPECT_EQ(worker_->Counter("gpustack_worker_writes_total"), writes) << worker_->Metrics();
@@ -354,25 +362,33 @@ TEST_F(OperatorE2e, DevicesChangesMoveTheViews) {
   };
   // A 20 % slice charged (§12.9), then released.
   publish(StatusWith(a10g.name, a10g.spec, &slice));
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 80/80 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 80/80 0/0 0/0 Active"));
   publish(StatusWith(a10g.name, a10g.spec, nullptr));
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
 
   // A card goes unhealthy on node-t4-b: the T4 pool loses it.
   FleetNode t4b = ClusterA()[3];
   t4b.spec["groups"][0]["accelerators"][3]["status"]["unhealthy"] = true;
   ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(t4b), {"operator-e2e", true}));
-  EXPECT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 3/4 10/40 100/400 0/0 0/0 Active"));
-  ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(ClusterA()[3]), {"operator-e2e", true}));
-  EXPECT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 3/4 10/40 100/400 0/0 0/0 Active"));
+  ASSERT_TRUE(
+      client_->Apply(resources::Devices(), DevicesObject(ClusterA()[3]), {"operator-e2e", true}));
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
 }
 
 TEST_F(OperatorE2e, UnmanagingANodeEmptiesItsPoolAndBack) {
   // §12.8.
   Kubectl("label node node-a10g gpustack.ai/managed=false --overwrite");
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/68 Active"));
-  EXPECT_TRUE(WaitFor([&] { return Names(kFlavors, "resource.gpustack.ai/type=nodes").size() == 5; }));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/68 Active"));
+  EXPECT_TRUE(
+      WaitFor([&] { return Names(kFlavors, "resource.gpustack.ai/type=nodes").size() == 5; }));
   Json queue;
   EXPECT_TRUE(WaitFor([&] {
     queue = *client_->Get(kClusterQueues, "", kA10g);
@@ -380,8 +396,10 @@ TEST_F(OperatorE2e, UnmanagingANodeEmptiesItsPoolAndBack) {
            queue["spec"].value("resourceGroups", Json::array()).empty();
   })) << queue.dump();
   Kubectl("label node node-a10g gpustack.ai/managed=true --overwrite");
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
 }
 
 TEST_F(OperatorE2e, ADeletedQueueIsRecreatedAndInactiveHoldsIt) {
@@ -393,14 +411,18 @@ TEST_F(OperatorE2e, ADeletedQueueIsRecreatedAndInactiveHoldsIt) {
     return q && (*q)["metadata"]["uid"] != (*before)["metadata"]["uid"] &&
            !(*q)["metadata"].contains("deletionTimestamp");
   })) << worker_->Log().substr(0, 20000);
-  Kubectl(std::string("patch instancetype ") + kT4 + " --type merge -p '{\"spec\":{\"inactive\":true}}'");
+  Kubectl(std::string("patch instancetype ") + kT4 +
+          " --type merge -p '{\"spec\":{\"inactive\":true}}'");
   EXPECT_TRUE(WaitFor([&] {
     auto q = client_->Get(kClusterQueues, "", kT4);
     return q && (*q)["spec"].value("stopPolicy", "") == "Hold";
   }));
-  EXPECT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Inactive"));
-  Kubectl(std::string("patch instancetype ") + kT4 + " --type merge -p '{\"spec\":{\"inactive\":false}}'");
-  EXPECT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Inactive"));
+  Kubectl(std::string("patch instancetype ") + kT4 +
+          " --type merge -p '{\"spec\":{\"inactive\":false}}'");
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
 }
 
 TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
@@ -438,7 +460,8 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
       std::chrono::seconds(60)))
       << cpu.dump();
   const std::string node = cpu["spec"].value("nodeName", "");
-  EXPECT_TRUE(node == "node-cpu" || node == "node-a10g" || node == "node-t4-a" || node == "node-t4-b")
+  EXPECT_TRUE(node == "node-cpu" || node == "node-a10g" || node == "node-t4-a" ||
+              node == "node-t4-b")
       << node;
   // A whole-card Pod: its nvidia.com/gpu folds into 1,600,000 credits of the A10G queue, which
   // reserves quota and waits on gpustack-node-devices (its controller comes with part 2).
@@ -453,7 +476,8 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
               std::string::npos)
             continue;
           workload = w;
-          const Json admission = w.value("status", Json::object()).value("admission", Json::object());
+          const Json admission =
+              w.value("status", Json::object()).value("admission", Json::object());
           return admission.value("clusterQueue", "") == kA10g;
         }
         return false;
@@ -475,17 +499,22 @@ TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
                         Expected("mixed-nvidia-amd")};
   for (const FleetNode& n : {h100, mixed}) {
     ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}));
-    ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}, "status"));
+    ASSERT_TRUE(
+        client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}, "status"));
     ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(n), {"operator-e2e", true}));
   }
   const std::string h100_pool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
-  EXPECT_TRUE(RowBecomes(h100_pool, "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 5/5 10/50 100/500 1/21 0/0 Active"));
-  EXPECT_TRUE(RowBecomes("gpustack--nvidia-l40s-linux-amd64",
-                         "gpustack-fnv64-a730f1dca9e26fca 12/128Gi/100Gi 2/2 10/20 100/200 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      h100_pool,
+      "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 5/5 10/50 100/500 1/21 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      "gpustack--nvidia-l40s-linux-amd64",
+      "gpustack-fnv64-a730f1dca9e26fca 12/128Gi/100Gi 2/2 10/20 100/200 0/0 0/0 Active"));
   EXPECT_TRUE(RowBecomes("gpustack--amd-radeon-rx-7800-xt-linux-amd64",
                          op::EntranceName("gpustack--amd-radeon-rx-7800-xt-linux-amd64") +
                              " 4/16Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 224/424 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 224/424 Active"));
   // §3.6 / §12.16: the counting keys the scheduler fits on, on the Node.
   const std::map<std::string, std::string> keys = {
       {"nvidia.com/gpu.sliced.units", "8M"},
@@ -513,8 +542,10 @@ TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
   // Leaving: the pools empty and their queues hold; the CPU pool shrinks back.
   Kubectl("delete node node-h100 node-mixed");
   Kubectl("delete devices node-h100 node-mixed");
-  EXPECT_TRUE(RowBecomes(h100_pool, "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+  EXPECT_TRUE(RowBecomes(
+      h100_pool, "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
 }
 
 TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
@@ -527,10 +558,12 @@ TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
              "arch": "amd64", "unitResources": {"cpu": "12", "ram": "128Gi"},
              "localStorage": "200Gi"}})"));
   ASSERT_TRUE(made) << made.error();
-  EXPECT_TRUE(RowBecomes(name, op::EntranceName(name) + " 12/128Gi/200Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      name, op::EntranceName(name) + " 12/128Gi/200Gi 1/1 10/10 100/100 0/0 0/0 Active"));
   Json type = *client_->Get(resources::InstanceTypes(), "", name);
-  EXPECT_NE(type["metadata"].value("finalizers", Json::array()).dump().find("gpustack.ai/controlled"),
-            std::string::npos);
+  EXPECT_NE(
+      type["metadata"].value("finalizers", Json::array()).dump().find("gpustack.ai/controlled"),
+      std::string::npos);
   EXPECT_TRUE(WaitFor([&] { return client_->Get(kClusterQueues, "", name).ok(); }));
   // Deleting it drains and removes its queue first, then the type itself goes.
   Kubectl("delete instancetype " + name + " --wait=false");
@@ -538,45 +571,55 @@ TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
     return !client_->Get(kClusterQueues, "", name).ok() &&
            !client_->Get(resources::InstanceTypes(), "", name).ok();
   })) << worker_->Log().substr(0, 20000);
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
 }
 
 TEST_F(OperatorE2e, SettingsAreReadOnline) {
   // §12.11: flipping instance-type-aware-cpu-manufacturer in the settings Secret regroups the
   // pools without a restart; the flavors stay, the old types stay.
   auto patch = [&](const std::string& value) {
-    ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
-                               {{"stringData", {{"instance-type-aware-cpu-manufacturer", value}}}}));
+    ASSERT_TRUE(
+        client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
+                       {{"stringData", {{"instance-type-aware-cpu-manufacturer", value}}}}));
   };
   patch("true");
-  EXPECT_TRUE(RowBecomes("gpustack--intel-xeon-platinum-8259cl-linux-amd64",
-                         "gpustack-fnv64-c6aee2b7b5c4dc6b 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/52 Active"));
-  EXPECT_TRUE(RowBecomes("gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
-                         "gpustack-fnv64-029fd9550e0c70bd 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
-  EXPECT_TRUE(RowBecomes("gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64",
-                         "gpustack-fnv64-5b59e508edc027b7 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
-  EXPECT_TRUE(RowBecomes(kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(
+      RowBecomes("gpustack--intel-xeon-platinum-8259cl-linux-amd64",
+                 "gpustack-fnv64-c6aee2b7b5c4dc6b 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/52 Active"));
+  EXPECT_TRUE(
+      RowBecomes("gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
+                 "gpustack-fnv64-029fd9550e0c70bd 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(
+      RowBecomes("gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64",
+                 "gpustack-fnv64-5b59e508edc027b7 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_TRUE(RowBecomes(
+      kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
   EXPECT_EQ(Names(kFlavors, "resource.gpustack.ai/type=nodes").size(), 7u);
   auto queue = client_->Get(kClusterQueues, "", "gpustack--intel-xeon-platinum-8259cl-linux-amd64");
   ASSERT_TRUE(queue);
-  EXPECT_EQ((*queue)["metadata"]["labels"].value("general.feature.gpustack.ai/intel-xeon-platinum-8259cl", ""),
+  EXPECT_EQ((*queue)["metadata"]["labels"].value(
+                "general.feature.gpustack.ai/intel-xeon-platinum-8259cl", ""),
             "true");
   // A value that is no boolean is reported and ignored, not taken.
   ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
                              {{"stringData", {{"instance-type-mixed-on-node", "sometimes"}}}}));
   EXPECT_TRUE(WaitFor([&] {
-    return worker_->Log().find("setting instance-type-mixed-on-node = 'sometimes' is not a boolean") !=
+    return worker_->Log().find(
+               "setting instance-type-mixed-on-node = 'sometimes' is not a boolean") !=
            std::string::npos;
   }));
   ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
                              {{"stringData", {{"instance-type-mixed-on-node", "true"}}}}));
   patch("false");
   // The aware types are create-only: they stay, and the derived generic pool is as before.
-  EXPECT_TRUE(RowBecomes(kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
-  for (const char* aware : {"gpustack--amd-epyc-7r13-linux-amd64", "gpustack--amd-epyc-7r32-linux-amd64",
-                            "gpustack--intel-xeon-platinum-8259cl-linux-amd64",
-                            "gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
-                            "gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64"}) {
+  EXPECT_TRUE(RowBecomes(
+      kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
+  for (const char* aware :
+       {"gpustack--amd-epyc-7r13-linux-amd64", "gpustack--amd-epyc-7r32-linux-amd64",
+        "gpustack--intel-xeon-platinum-8259cl-linux-amd64",
+        "gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64",
+        "gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64"}) {
     EXPECT_TRUE(client_->Get(resources::InstanceTypes(), "", aware).ok()) << aware;
   }
 }
@@ -592,16 +635,19 @@ TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {
       fs::copy(e.path(), dir + "/" + f);
   }
   // A node with two example cards, as its node daemon would publish it.
-  FleetNode example{"node-example", "AMD", "AMD EPYC 7R13 Processor", 8,
-                    Json::parse(R"({"groups": [{"id": "example-accelerator", "manufacturer": "example",
+  FleetNode example{
+      "node-example", "AMD", "AMD EPYC 7R13 Processor", 8,
+      Json::parse(R"({"groups": [{"id": "example-accelerator", "manufacturer": "example",
                       "name": "Example Accelerator", "memory": 8192, "cores": 64, "accelerators": [
                       {"id": "EXAMPLE-0", "index": 0, "status": {"logicalSliced": {"count": 4}}},
                       {"id": "EXAMPLE-1", "index": 1, "status": {"logicalSliced": {"count": 4}}}]}]})")};
   ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(example), {"operator-e2e", true}));
-  ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(example), {"operator-e2e", true}, "status"));
+  ASSERT_TRUE(
+      client_->Apply(resources::Nodes(), NodeObject(example), {"operator-e2e", true}, "status"));
   ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(example), {"operator-e2e", true}));
   // The pool comes from the Devices object alone.
-  EXPECT_TRUE(RowBecomes(kExamplePool, "gpustack-fnv64-" + op::EntranceName(kExamplePool).substr(15) +
+  EXPECT_TRUE(RowBecomes(kExamplePool, "gpustack-fnv64-" +
+                                           op::EntranceName(kExamplePool).substr(15) +
                                            " 4/16Gi/100Gi 2/2 10/20 100/200 0/0 0/0 Active"));
   // The counting keys need the resource names, which only the plugin declares: the running
   // worker does not have it, a worker started with it in its plugin directory does.
@@ -613,8 +659,10 @@ TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {
   delete worker_;
   worker_ = new Worker("worker-example", {dir});
   ASSERT_TRUE(worker_->Start());
-  EXPECT_TRUE(WaitFor([&] { return capacity().value("example.com/accel.sliced.units", "") == "3200k"; }))
-      << capacity().dump() << worker_->Log().substr(0, 20000);
+  EXPECT_TRUE(WaitFor([&] {
+    return capacity().value("example.com/accel.sliced.units", "") == "3200k";
+  })) << capacity().dump()
+      << worker_->Log().substr(0, 20000);
   EXPECT_NE(worker_->Log().find("manufacturer example: example.com/accel"), std::string::npos);
   Kubectl("delete node node-example");
   Kubectl("delete devices node-example");
@@ -622,7 +670,8 @@ TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {
 
 TEST_F(OperatorE2e, AnotherReplicaTakesOverFromAKilledLeaderAndChangesNothing) {
   ASSERT_TRUE(WaitFor([&] { return worker_->Leading(); }));
-  ASSERT_TRUE(RowBecomes(kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  ASSERT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const auto before = SpecVersions();
   Worker standby("worker-b");
@@ -631,8 +680,10 @@ TEST_F(OperatorE2e, AnotherReplicaTakesOverFromAKilledLeaderAndChangesNothing) {
   EXPECT_FALSE(standby.Leading());
   const auto killed = std::chrono::steady_clock::now();
   EXPECT_EQ(worker_->Stop(SIGKILL), 128 + SIGKILL);
-  EXPECT_TRUE(WaitFor([&] { return standby.Leading(); }, std::chrono::seconds(15))) << standby.Log();
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_TRUE(WaitFor([&] { return standby.Leading(); }, std::chrono::seconds(15)))
+      << standby.Log();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   // A figure for the note (the lease is 4 s here), not a timed assertion.
   RecordProperty("takeover_seconds", std::to_string(took));
   // The new leader's first pass finds everything as it should be.

@@ -149,8 +149,8 @@ TEST(ClusterA, FlavorsQueuesAndRows) {
             "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active");
 
   // §12.7: the A10G queue (with the node's cores too: Kueue v0.17 cannot ignore cpu requests).
-  const Json a10g = fleet.RenderClusterQueue(types.at("gpustack--nvidia-a10g-linux-amd64"),
-                                             nullptr, false, true);
+  const Json a10g =
+      fleet.RenderClusterQueue(types.at("gpustack--nvidia-a10g-linux-amd64"), nullptr, false, true);
   EXPECT_EQ(a10g["spec"]["resourceGroups"],
             Json::parse(R"([{"coveredResources": ["credits.gpustack.ai/nvidia", "cpu"],
               "flavors": [{"name": "gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64-1d",
@@ -182,8 +182,9 @@ TEST(ClusterA, UnmanagingANodeEmptiesItsPoolAndShrinksTheCpuPool) {
   nodes[1].labels[kManagedLabel] = "false";
   Fleet fleet(nodes, Settings{}, Table());
   EXPECT_EQ(fleet.flavors().size(), 5u);
-  const Json a10g = Fleet(ClusterA(), Settings{}, Table())
-                        .RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
+  const Json a10g =
+      Fleet(ClusterA(), Settings{}, Table())
+          .RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
   EXPECT_EQ(Row(fleet, a10g),
             "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Active");
   // An empty pool has no detail at all (an emptied map would be applied as null).
@@ -245,7 +246,8 @@ TEST(ClusterA, ASliceMovesTheA10gRow) {
   devices["status"] = ledger::ToJson(ledger.ToStatus());
   Fleet fleet(ClusterA(devices), Settings{}, Table());
   ASSERT_EQ(fleet.Node("node-a10g")->devices_problem, "");
-  const Json type = fleet.RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
+  const Json type =
+      fleet.RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
   EXPECT_EQ(Row(fleet, type),
             "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 80/80 0/0 0/0 Active");
   // The fit labels of §3.7 follow the ledger.
@@ -260,10 +262,10 @@ TEST(ClusterB, H100RowsAndCountingKeys) {
   auto h100 = [](const std::string& fixture) {
     Json devices = Devices("node-h100", fixture);
     Json capacity = {{"nvidia.com/gpu.sliced", "1024"}, {"nvidia.com/gpu.partitioned", "21"}};
-    return Fleet({NodeFactsOf(Node("node-h100", "Intel", "Intel(R) Xeon(R) Platinum 8480+", 224,
-                                   capacity),
-                              &devices)},
-                 Settings{}, Table());
+    return Fleet(
+        {NodeFactsOf(Node("node-h100", "Intel", "Intel(R) Xeon(R) Platinum 8480+", 224, capacity),
+                     &devices)},
+        Settings{}, Table());
   };
   const PoolIdentity pool{true, "nvidia-h100-80gb-hbm3", "generic", "linux", "amd64"};
   {
@@ -276,8 +278,7 @@ TEST(ClusterB, H100RowsAndCountingKeys) {
     EXPECT_EQ(status["detail"]["slicedDetail"],
               Json::parse(R"({"logical": {"coresPercentageOvercommit": true, "count": 1024}})"));
     // §3.6's example: 8 x H100 all logical.
-    const Json capacity =
-        fleet.RenderNodeCapacity(*fleet.Node("node-h100"))["status"]["capacity"];
+    const Json capacity = fleet.RenderNodeCapacity(*fleet.Node("node-h100"))["status"]["capacity"];
     EXPECT_EQ(capacity["nvidia.com/gpu.sliced.units"], "12800k");
     EXPECT_EQ(capacity["nvidia.com/gpu.sliced.cores-percentage"], "102400");
     EXPECT_EQ(capacity["nvidia.com/gpu.sliced.memory-percentage"], "800");
@@ -290,8 +291,7 @@ TEST(ClusterB, H100RowsAndCountingKeys) {
               "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 0/0 0/0 0/0 1/56 0/0 Active");
     const Json status = fleet.RenderInstanceTypeStatus(type, false, "")["status"];
     EXPECT_EQ(status["detail"]["slicedDetail"]["physical"]["count"], 56);
-    const Json capacity =
-        fleet.RenderNodeCapacity(*fleet.Node("node-h100"))["status"]["capacity"];
+    const Json capacity = fleet.RenderNodeCapacity(*fleet.Node("node-h100"))["status"]["capacity"];
     EXPECT_EQ(capacity["nvidia.com/gpu.partitioned.units"], "12800k");
     EXPECT_EQ(capacity["nvidia.com/gpu.partitioned.mig-1g.10gb"], "56");
   }
@@ -315,7 +315,8 @@ TEST(Nodes, ManualManagementAndHeldLabels) {
   EXPECT_FALSE(labels.contains(kManagedLabel));
   EXPECT_FALSE(labels.contains("shared-free-cards.fit.gpustack.ai/nvidia-a10g"));
   // Counting keys only while the device plugin's bare pool is in the node's capacity.
-  EXPECT_EQ(fleet.RenderNodeCapacity(*fleet.Node("node-a10g"))["status"]["capacity"], Json::object());
+  EXPECT_EQ(fleet.RenderNodeCapacity(*fleet.Node("node-a10g"))["status"]["capacity"],
+            Json::object());
 }
 
 TEST(Nodes, ABrokenDevicesObjectIsNamedAndLeftOut) {
@@ -378,9 +379,8 @@ TEST(Settings, SeedAndParse) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), "GPUSTACK_NODE_MANAGEMENT_MANUAL=maybe: not a boolean (true or false)");
   std::vector<std::string> problems;
-  Settings s = ParseSettings({{"node-management-manual", "true"},
-                              {"instance-type-mixed-on-node", "nope"}},
-                             &problems);
+  Settings s = ParseSettings(
+      {{"node-management-manual", "true"}, {"instance-type-mixed-on-node", "nope"}}, &problems);
   EXPECT_TRUE(s.node_management_manual);
   EXPECT_TRUE(s.mixed_on_node);
   ASSERT_EQ(problems.size(), 1u);
