@@ -35,6 +35,13 @@ ResourceType CustomResourceDefinitions();
 ResourceType Devices();
 ResourceType InstanceTypes();
 ResourceType Instances();
+ResourceType Secrets();
+// Kueue's kinds, kueue.x-k8s.io/v1beta2.
+ResourceType ResourceFlavors();
+ResourceType ClusterQueues();
+ResourceType LocalQueues();
+ResourceType Workloads();
+ResourceType AdmissionChecks();
 }  // namespace resources
 
 // /api/v1[/namespaces/<ns>]/<plural> or /apis/<group>/<version>[/namespaces/<ns>]/<plural>.

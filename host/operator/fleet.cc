@@ -227,22 +227,25 @@ NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
   if (devices != nullptr) {
     auto spec = ledger::SpecFromJson(devices->value("spec", Json::object()));
     if (!spec) {
+      // Without a spec nothing is known of the cards: the node has none.
       f.devices_problem = "Devices " + f.name + ": spec: " + spec.error();
       return f;
     }
-    ledger::DevicesStatus published;
-    if (devices->contains("status") && (*devices)["status"].contains("groups")) {
-      auto parsed = ledger::StatusFromJson((*devices)["status"]);
-      if (!parsed) {
-        f.devices_problem = "Devices " + f.name + ": status: " + parsed.error();
-        return f;
-      }
-      published = std::move(*parsed);
-    }
-    auto ledger = ledger::PublishedLedger(f.name, std::move(*spec), published);
+    Result<ledger::DevicesStatus> published = ledger::DevicesStatus{};
+    if (devices->contains("status") && (*devices)["status"].contains("groups"))
+      published = ledger::StatusFromJson((*devices)["status"]);
+    auto ledger = published
+                      ? ledger::PublishedLedger(f.name, *spec, *published)
+                      : Result<std::shared_ptr<const ledger::NodeLedger>>(published.failure());
     if (!ledger) {
-      f.devices_problem = "Devices " + f.name + ": " + ledger.error();
-      return f;
+      // A status that cannot be believed: the cards stay in their pools (no flavor, quota or
+      // queue changes), but none counts as free until the node publishes a sound ledger.
+      f.devices_problem = "Devices " + f.name + ": status: " + ledger.error() +
+                          " (its cards are counted as taken until it publishes a sound status)";
+      for (ledger::Group& g : spec->groups)
+        for (ledger::Accelerator& a : g.accelerators) a.unhealthy = true;
+      ledger = std::shared_ptr<const ledger::NodeLedger>(
+          std::make_shared<ledger::NodeLedger>(f.name, std::move(*spec)));
     }
     f.ledger = std::move(*ledger);
   }

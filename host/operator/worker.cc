@@ -21,11 +21,11 @@ namespace {
 using kube::ObjectPtr;
 using kube::ResourceType;
 
-const ResourceType kFlavors{"kueue.x-k8s.io", "v1beta2", "resourceflavors", false};
-const ResourceType kClusterQueues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
-const ResourceType kLocalQueues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};
-const ResourceType kAdmissionChecks{"kueue.x-k8s.io", "v1beta2", "admissionchecks", false};
-const ResourceType kSecrets{"", "v1", "secrets", true};
+const ResourceType kFlavors = kube::resources::ResourceFlavors();
+const ResourceType kClusterQueues = kube::resources::ClusterQueues();
+const ResourceType kLocalQueues = kube::resources::LocalQueues();
+const ResourceType kAdmissionChecks = kube::resources::AdmissionChecks();
+const ResourceType kSecrets = kube::resources::Secrets();
 
 std::string Name(const Json& object) { return object["metadata"].value("name", ""); }
 bool Deleting(const Json& object) { return object["metadata"].contains("deletionTimestamp"); }
@@ -624,25 +624,27 @@ Status Prepare(kube::Client& client, const WorkerOptions& options) {
 std::string RenderMetrics(Counters& c) {
   std::lock_guard lock(c.mutex);
   std::string out;
-  out += "# HELP gpustack_worker_leader Whether this replica leads (1) or waits (0).\n";
-  out += "# TYPE gpustack_worker_leader gauge\n";
-  out += "gpustack_worker_leader " + std::to_string(c.leading ? 1 : 0) + "\n";
-  out += "# HELP gpustack_worker_passes_total Reconcile passes, and those that failed.\n";
-  out += "# TYPE gpustack_worker_passes_total counter\n";
-  out += "gpustack_worker_passes_total " + std::to_string(c.passes) + "\n";
-  out += "# HELP gpustack_worker_failed_passes_total Reconcile passes with a failed write.\n";
-  out += "# TYPE gpustack_worker_failed_passes_total counter\n";
-  out += "gpustack_worker_failed_passes_total " + std::to_string(c.failed_passes) + "\n";
-  out += "# HELP gpustack_worker_writes_total Writes sent to the apiserver, by object kind.\n";
-  out += "# TYPE gpustack_worker_writes_total counter\n";
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& value) {
+    out += name + " " + value + "\n";
+  };
+  family("gpustack_worker_leader", "gauge", "Whether this replica leads (1) or waits (0).");
+  sample("gpustack_worker_leader", c.leading ? "1" : "0");
+  family("gpustack_worker_passes_total", "counter", "Reconcile passes.");
+  sample("gpustack_worker_passes_total", std::to_string(c.passes));
+  family("gpustack_worker_failed_passes_total", "counter", "Reconcile passes with a failed write.");
+  sample("gpustack_worker_failed_passes_total", std::to_string(c.failed_passes));
+  family("gpustack_worker_writes_total", "counter",
+         "Writes sent to the apiserver, by object kind.");
   for (const auto& [kind, n] : c.writes)
-    out += "gpustack_worker_writes_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
-  out += "# HELP gpustack_worker_write_failures_total Writes the apiserver refused or lost.\n";
-  out += "# TYPE gpustack_worker_write_failures_total counter\n";
-  out += "gpustack_worker_write_failures_total " + std::to_string(c.write_failures) + "\n";
-  out += "# HELP gpustack_worker_last_pass_seconds Duration of the latest reconcile pass.\n";
-  out += "# TYPE gpustack_worker_last_pass_seconds gauge\n";
-  out += "gpustack_worker_last_pass_seconds " + std::to_string(c.last_pass_seconds) + "\n";
+    sample("gpustack_worker_writes_total{kind=\"" + kind + "\"}", std::to_string(n));
+  family("gpustack_worker_write_failures_total", "counter",
+         "Writes the apiserver refused or lost.");
+  sample("gpustack_worker_write_failures_total", std::to_string(c.write_failures));
+  family("gpustack_worker_last_pass_seconds", "gauge", "Duration of the latest reconcile pass.");
+  sample("gpustack_worker_last_pass_seconds", std::to_string(c.last_pass_seconds));
   return out;
 }
 

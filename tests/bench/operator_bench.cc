@@ -38,8 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const ResourceType kClusterQueues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
-const ResourceType kLocalQueues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};
+const ResourceType kClusterQueues = resources::ClusterQueues();
+const ResourceType kLocalQueues = resources::LocalQueues();
 constexpr const char* kPool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }

@@ -24,12 +24,12 @@ namespace fs = std::filesystem;
 using testing::Kubectl;
 using testing::WaitFor;
 
-const ResourceType kFlavors{"kueue.x-k8s.io", "v1beta2", "resourceflavors", false};
-const ResourceType kClusterQueues{"kueue.x-k8s.io", "v1beta2", "clusterqueues", false};
-const ResourceType kLocalQueues{"kueue.x-k8s.io", "v1beta2", "localqueues", true};
-const ResourceType kWorkloads{"kueue.x-k8s.io", "v1beta2", "workloads", true};
-const ResourceType kAdmissionChecks{"kueue.x-k8s.io", "v1beta2", "admissionchecks", false};
-const ResourceType kSecrets{"", "v1", "secrets", true};
+const ResourceType kFlavors = resources::ResourceFlavors();
+const ResourceType kClusterQueues = resources::ClusterQueues();
+const ResourceType kLocalQueues = resources::LocalQueues();
+const ResourceType kWorkloads = resources::Workloads();
+const ResourceType kAdmissionChecks = resources::AdmissionChecks();
+const ResourceType kSecrets = resources::Secrets();
 constexpr const char* kSystem = "gpustack-system";
 constexpr const char* kA10g = "gpustack--nvidia-a10g-linux-amd64";
 constexpr const char* kT4 = "gpustack--nvidia-tesla-t4-linux-amd64";

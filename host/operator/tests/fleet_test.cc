@@ -319,20 +319,29 @@ TEST(Nodes, ManualManagementAndHeldLabels) {
             Json::object());
 }
 
-TEST(Nodes, ABrokenDevicesObjectIsNamedAndLeftOut) {
+TEST(Nodes, ABrokenDevicesObjectIsNamedAndNothingOfItCountsAsFree) {
   Json devices = {{"metadata", {{"name", "node-x"}}}, {"spec", {{"groups", "nope"}}}};
   NodeFacts facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R13 Processor", 16), &devices);
   EXPECT_FALSE(facts.ledger);
   EXPECT_NE(facts.devices_problem.find("Devices node-x: spec"), std::string::npos)
       << facts.devices_problem;
-  // A status that over-charges a card is refused, not believed.
+  // A status that over-charges a card is not believed: the card stays in its pool (its flavor
+  // and quota do not move) but counts as taken.
   Json over = Devices("node-x", "nvidia-a10g");
   over["status"] = Json::parse(R"({"groups": [{"id": "a10g", "manufacturer": "nvidia",
     "accelerators": [{"id": "GPU-a10a0000-1111-2222-3333-000000000000", "index": 0, "mode": 2,
                       "allocated": 1760000, "remaining": -160000}]}]})");
-  facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R13 Processor", 16), &over);
-  EXPECT_FALSE(facts.ledger);
+  facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R32", 4), &over);
+  ASSERT_TRUE(facts.ledger);
   EXPECT_NE(facts.devices_problem.find("over-charges"), std::string::npos) << facts.devices_problem;
+  Fleet fleet({facts}, Settings{}, Table());
+  EXPECT_EQ(fleet.flavors().count("gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64-1d"), 1u);
+  const Json type =
+      fleet.RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
+  EXPECT_EQ(Row(fleet, type),
+            "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Active");
+  EXPECT_EQ(fleet.RenderInstanceTypeStatus(type, false, "")["status"]["accelerator"]["capacity"],
+            1);
 }
 
 TEST(PublishedLedger, StatusRoundTripsWithPartitions) {
