@@ -627,7 +627,8 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
       groups = (*current_spec)["resourceGroups"];
       stop = "HoldAndDrain";
     } else {
-      stop = settings_.drain_when_no_flavors && had_groups ? "HoldAndDrain" : "Hold";
+      // Nothing left to drain: held with empty groups until flavors return.
+      stop = "Hold";
       annotations[kEmptyPlanHold] = "true";
     }
   }

@@ -462,6 +462,12 @@ class Term {
       }
       live_queues.insert(name);
       entrance_queues.push_back(name);
+      // A queue someone else stopped (kubectl patch, Kueue's own tools) makes its InstanceType
+      // inactive, stickily (reference §5.1), rather than being started again by the next apply.
+      if (queue && StoppedByOthers(*queue) && !(*t)["spec"].value("inactive", false)) {
+        writes.push_back(Inactivate(name));
+        continue;
+      }
       if (!HasFinalizer(*t, kFinalizer) ||
           (*t)["metadata"].value("labels", Json::object()).value(kEntranceLabel, "") !=
               EntranceName(name)) {
@@ -478,6 +484,10 @@ class Term {
       if (!queue || !Covers(*queue, desired)) {
         writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired, {},
                                queue ? Difference(*queue, desired) : "absent"));
+      } else if (StoppedByOthers(*queue)) {
+        // Inactive now: the stop becomes ours, so that making the type active starts the queue.
+        writes.push_back(Apply("clusterqueue", kQueuesManager, kClusterQueues, desired, {},
+                               "take over the stopPolicy someone else set"));
       }
       const std::string stop = desired["spec"]["stopPolicy"];
       std::string reason;
@@ -541,6 +551,26 @@ class Term {
       return false;
     }
     return true;
+  }
+
+  // Whether the queue's stopPolicy stops it and was written by someone other than this worker
+  // (its field manager no longer owns the field).
+  static bool StoppedByOthers(const Json& queue) {
+    const Json& spec = queue["spec"];
+    if (spec.value("stopPolicy", "None") == "None") return false;
+    if (queue["metadata"].value("annotations", Json::object()).contains(kEmptyPlanHold))
+      return false;
+    return !OwnedKeys(OwnedFields(queue, kQueuesManager, ""), {"f:spec"}).count("stopPolicy");
+  }
+
+  Write Inactivate(const std::string& name) {
+    return {"instancetype", "inactivate InstanceType " + name + " (its queue was stopped)",
+            [this, name] {
+              auto done = client_.Patch(kube::resources::InstanceTypes(), "", name,
+                                        kube::PatchType::kMerge, {{"spec", {{"inactive", true}}}});
+              return done ? Status(Ok{}) : Status(done.failure());
+            },
+            1};
   }
 
   Write RemoveFinalizer(const Json& instance_type) {

@@ -425,6 +425,26 @@ TEST_F(OperatorE2e, ADeletedQueueIsRecreatedAndInactiveHoldsIt) {
       kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
 }
 
+TEST_F(OperatorE2e, AQueueStoppedBySomeoneElseMakesItsTypeInactive) {
+  ASSERT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  // §5.1: stopped by any means back-fills inactive=true (sticky); the queue stays held.
+  Kubectl(std::string("patch clusterqueue ") + kT4 +
+          " --type merge -p '{\"spec\":{\"stopPolicy\":\"Hold\"}}'");
+  EXPECT_TRUE(WaitFor([&] {
+    return (*client_->Get(resources::InstanceTypes(), "", kT4))["spec"].value("inactive", false);
+  })) << worker_->Log().substr(0, 20000);
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Inactive"));
+  EXPECT_EQ((*client_->Get(kClusterQueues, "", kT4))["spec"]["stopPolicy"], "Hold");
+  // Made active again through the InstanceType, the queue starts.
+  Kubectl(std::string("patch instancetype ") + kT4 +
+          " --type merge -p '{\"spec\":{\"inactive\":false}}'");
+  EXPECT_TRUE(RowBecomes(
+      kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  EXPECT_EQ((*client_->Get(kClusterQueues, "", kT4))["spec"]["stopPolicy"], "None");
+}
+
 TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
   const std::string ns = testing::CreateNamespace(*client_, "admit");
   ASSERT_TRUE(testing::WaitForDefaultServiceAccount(*client_, ns));
