@@ -191,7 +191,8 @@ class Term {
       if (attempt % 6 == 0)
         log_->warn("waiting for Kueue: {} is not served yet ({})", "clusterqueues.kueue.x-k8s.io",
                    served ? "not installed" : served.error());
-      std::this_thread::sleep_for(std::chrono::seconds(5));
+      for (int i = 0; i < 50 && !stop.stop_requested(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (stop.stop_requested()) return;
 
@@ -784,7 +785,10 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
     while (!stopping.stop_requested()) {
       Status ran = elector.Run(stopping.get_token(),
                                {.on_started_leading = lead,
-                                .on_stopped_leading = [&] { log->warn("stopped leading"); },
+                                .on_stopped_leading =
+                                    [&] {
+                                      if (!stopping.stop_requested()) log->warn("stopped leading");
+                                    },
                                 .on_new_leader =
                                     [&](const std::string& who) {
                                       if (who != options.identity) log->info("leader is {}", who);
