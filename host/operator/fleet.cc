@@ -532,7 +532,13 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
       }
     } else {
       std::vector<ledger::CpuNode> cpu_nodes;
-      for (const NodeFacts* n : nodes) cpu_nodes.push_back({n->cores, 0});
+      for (const NodeFacts* n : nodes) {
+        auto requested = cpu_requests_.find(n->name);
+        const int64_t taken_m = requested == cpu_requests_.end() ? 0 : requested->second;
+        // Whole cores left: what a unit of 1 CPU can still get on the node.
+        const int64_t free = std::max<int64_t>(0, n->cores * 1000 - taken_m) / 1000;
+        cpu_nodes.push_back({n->cores, n->cores - free});
+      }
       cpu = ledger::CpuView(cpu_nodes);
       const bool generic = identity->general_group == "generic";
       const NodeFacts* first = nodes.empty() ? nullptr : nodes.front();
@@ -684,6 +690,50 @@ Json Fleet::RenderNodeCapacity(const NodeFacts& n) const {
           {"kind", "Node"},
           {"metadata", {{"name", n.name}}},
           {"status", {{"capacity", capacity}}}};
+}
+
+namespace {
+// "500m" -> 500, "2" -> 2000, "1.5" -> 1500, 2 -> 2000; 0 for what is not a CPU quantity.
+int64_t Millicores(const Json& value) {
+  if (value.is_number()) return static_cast<int64_t>(value.get<double>() * 1000);
+  if (!value.is_string()) return 0;
+  const std::string text = value.get<std::string>();
+  if (!text.empty() && text.back() == 'm') {
+    const std::string digits = text.substr(0, text.size() - 1);
+    if (digits.empty() || digits.size() > 15 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return 0;
+    return std::stoll(digits);
+  }
+  if (text.empty() || text.size() > 15 ||
+      text.find_first_not_of("0123456789.") != std::string::npos ||
+      std::count(text.begin(), text.end(), '.') > 1 || text == ".")
+    return 0;
+  return static_cast<int64_t>(std::stod(text) * 1000 + 0.5);
+}
+
+int64_t RequestOf(const Json& container) {
+  const Json& resources = container.value("resources", Json::object());
+  const Json& requests = resources.value("requests", Json::object());
+  if (requests.contains("cpu")) return Millicores(requests["cpu"]);
+  // A limit without a request is also the request.
+  const Json& limits = resources.value("limits", Json::object());
+  return limits.contains("cpu") ? Millicores(limits["cpu"]) : 0;
+}
+}  // namespace
+
+int64_t PodCpuMillicores(const Json& pod) {
+  const Json& spec = pod.value("spec", Json::object());
+  int64_t apps = 0, sidecars = 0, largest_init = 0;
+  for (const Json& c : spec.value("containers", Json::array())) apps += RequestOf(c);
+  for (const Json& c : spec.value("initContainers", Json::array())) {
+    if (c.value("restartPolicy", "") == "Always") {
+      sidecars += RequestOf(c);
+    } else {
+      largest_init = std::max(largest_init, sidecars + RequestOf(c));
+    }
+  }
+  return std::max(apps + sidecars, largest_init);
 }
 
 Json RenderLocalQueue(const std::string& ns, const std::string& cluster_queue) {

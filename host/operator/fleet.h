@@ -130,6 +130,10 @@ class Fleet {
   const Settings& settings() const { return settings_; }
   const ManufacturerTable& manufacturers() const { return manufacturers_; }
   const NodeFacts* Node(const std::string& name) const;
+  // CPU the Pods bound to each node request, in millicores (the CPU view's "requested").
+  void SetCpuRequests(std::map<std::string, int64_t> millicores) {
+    cpu_requests_ = std::move(millicores);
+  }
 
   // The flavors an InstanceType of `identity` draws from, smallest per-node count first.
   std::vector<const Flavor*> FlavorsOf(const PoolIdentity& identity) const;
@@ -161,7 +165,12 @@ class Fleet {
   Settings settings_;
   ManufacturerTable manufacturers_;
   std::map<std::string, Flavor> flavors_;
+  std::map<std::string, int64_t> cpu_requests_;
 };
+
+// A Pod's CPU request in millicores, as the scheduler counts it: the larger of the app containers'
+// sum and the largest init container (native sidecars add to both); 0 when it asks for none.
+int64_t PodCpuMillicores(const Json& pod);
 
 Json RenderLocalQueue(const std::string& ns, const std::string& cluster_queue);
 Json RenderAdmissionCheck();

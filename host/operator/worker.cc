@@ -161,6 +161,7 @@ bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
   if (!meta) return false;
   if (plural == "nodes") return same({"status", "capacity"});
   if (plural == "namespaces") return same({"status", "phase"});
+  if (plural == "pods") return same({"spec"}) && same({"status", "phase"});
   if (plural == "clusterqueues") {
     // Of the status, only whether the queue still holds work (the drains wait for it).
     auto busy = [](const Json& q) {
@@ -216,6 +217,10 @@ class Term {
     devices_ = make(kube::resources::Devices(), "");
     instance_types_ = make(kube::resources::InstanceTypes(), "");
     namespaces_ = make(kube::resources::Namespaces(), "");
+    // Bound Pods that still run, for the CPU view.
+    kube::InformerOptions bound;
+    bound.field_selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+    pods_ = make(kube::resources::Pods(), "", bound);
     by_label.label_selector = std::string(kTypeLabel) + "=nodes";
     flavors_ = make(kFlavors, "", by_label);
     by_label.label_selector = std::string(kTypeLabel) + "=instancetypes";
@@ -227,9 +232,9 @@ class Term {
     checks_ = make(kAdmissionChecks, "", by_name);
     by_name.field_selector = std::string("metadata.name=") + kSettingsSecret;
     settings_ = make(kSecrets, options_.system_namespace, by_name);
-    kube::Informer* all[] = {nodes_.get(),      devices_.get(), instance_types_.get(),
-                             namespaces_.get(), flavors_.get(), queues_.get(),
-                             entrances_.get(),  checks_.get(),  settings_.get()};
+    kube::Informer* all[] = {
+        nodes_.get(),  devices_.get(),   instance_types_.get(), namespaces_.get(), flavors_.get(),
+        queues_.get(), entrances_.get(), checks_.get(),         settings_.get(),   pods_.get()};
     for (kube::Informer* i : all) i->Start();
     for (kube::Informer* i : all) {
       while (!stop.stop_requested() && !i->WaitForSync(std::chrono::seconds(1))) {
@@ -353,6 +358,10 @@ class Term {
     const Settings settings = ReadSettings(&problems);
     const std::string settings_key = SettingsKey(settings);
     Fleet fleet(ReadNodes(settings, settings_key, &problems), settings, options_.manufacturers);
+    std::map<std::string, int64_t> cpu_requests;
+    for (const ObjectPtr& pod : pods_->List())
+      cpu_requests[(*pod)["spec"].value("nodeName", "")] += PodCpuMillicores(*pod);
+    fleet.SetCpuRequests(std::move(cpu_requests));
     std::vector<Write> writes;
 
     // Nodes: labels (§3.3, §3.7, §3.8) and counting keys (§3.6), each where it changed.
@@ -609,7 +618,7 @@ class Term {
   kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
   std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
-      entrances_, checks_, settings_;
+      entrances_, checks_, settings_, pods_;
   std::map<std::string, Cached> facts_;
 };
 
@@ -783,16 +792,17 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
     config.retry_period = options.retry_period;
     kube::LeaderElector elector(client, config);
     while (!stopping.stop_requested()) {
-      Status ran = elector.Run(stopping.get_token(),
-                               {.on_started_leading = lead,
-                                .on_stopped_leading =
-                                    [&] {
-                                      if (!stopping.stop_requested()) log->warn("stopped leading");
-                                    },
-                                .on_new_leader =
-                                    [&](const std::string& who) {
-                                      if (who != options.identity) log->info("leader is {}", who);
-                                    }});
+      Status ran = elector.Run(stopping.get_token(), {.on_started_leading = lead,
+                                                      .on_stopped_leading =
+                                                          [&] {
+                                                            if (!stopping.stop_requested())
+                                                              log->warn("stopped leading");
+                                                          },
+                                                      .on_new_leader =
+                                                          [&](const std::string& who) {
+                                                            if (who != options.identity)
+                                                              log->info("leader is {}", who);
+                                                          }});
       if (!ran) {
         log->error("leader election: {}", ran.error());
         return 2;

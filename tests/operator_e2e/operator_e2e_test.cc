@@ -479,6 +479,11 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
       },
       std::chrono::seconds(60)))
       << cpu.dump();
+  // Its 2 cores come off the CPU pool's remaining while it runs.
+  EXPECT_TRUE(WaitFor([&] {
+    auto type = client_->Get(resources::InstanceTypes(), "", kGeneric);
+    return type && (*type)["status"]["cpu"]["remaining"] == 70;
+  })) << client_->Get(resources::InstanceTypes(), "", kGeneric)->dump();
   const std::string node = cpu["spec"].value("nodeName", "");
   EXPECT_TRUE(node == "node-cpu" || node == "node-a10g" || node == "node-t4-a" ||
               node == "node-t4-b")

@@ -204,6 +204,36 @@ TEST(ClusterA, UnmanagingANodeEmptiesItsPoolAndShrinksTheCpuPool) {
   EXPECT_EQ(draining["spec"]["resourceGroups"], busy["spec"]["resourceGroups"]);
 }
 
+TEST(ClusterA, PodsCpuRequestsTakeFromTheCpuView) {
+  Fleet fleet(ClusterA(), Settings{}, Table());
+  // 2.5 cores on node-t4-b (48) leave 45 whole cores there; 500m on node-cpu (16) leaves 15.
+  fleet.SetCpuRequests({{"node-t4-b", 2500}, {"node-cpu", 500}});
+  const Json generic = fleet.RenderDerivedInstanceType({false, "", "generic", "linux", "amd64"});
+  const Json cpu = fleet.RenderInstanceTypeStatus(generic, false, "")["status"]["cpu"];
+  EXPECT_EQ(cpu["onceMaxRequest"], 45);
+  EXPECT_EQ(cpu["remaining"], 68);  // 15 + 4 + 4 + 45
+  EXPECT_EQ(cpu["capacity"], 72);
+}
+
+TEST(Pods, CpuRequestsAsTheSchedulerCountsThem) {
+  auto pod = [](const char* spec) { return Json{{"spec", Json::parse(spec)}}; };
+  EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "500m"}}},
+                                                     {"resources": {"requests": {"cpu": "1.5"}}}]})")),
+            2000);
+  // A limit alone is the request; an init container counts when it is the largest.
+  EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"resources": {"limits": {"cpu": "1"}}}],
+                                     "initContainers": [{"resources": {"requests": {"cpu": "3"}}}]})")),
+            3000);
+  // A native sidecar adds to the app containers.
+  EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "1"}}}],
+      "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}]})")),
+            1250);
+  EXPECT_EQ(
+      PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "lots"}}}]})")),
+      0);
+  EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"name": "c"}]})")), 0);
+}
+
 TEST(ClusterA, AwarePoolsRegroupWithoutChangingFlavors) {
   Settings aware;
   aware.aware_cpu_manufacturer = true;
