@@ -156,7 +156,8 @@ class Fleet {
                           bool check_active) const;
   // The labels and counting keys the worker publishes on a node (§3.3, §3.6, §3.7).
   Json RenderNodeLabels(const NodeFacts& node) const;
-  Json RenderNodeCapacity(const NodeFacts& node) const;  // null: nothing to publish
+  // The counting keys as a status apply (an empty capacity when the node has none).
+  Json RenderNodeCapacity(const NodeFacts& node) const;
 
  private:
   std::vector<const NodeFacts*> PoolNodes(const PoolIdentity& identity) const;
