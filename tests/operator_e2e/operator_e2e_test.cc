@@ -503,7 +503,12 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
           workload = w;
           const Json admission =
               w.value("status", Json::object()).value("admission", Json::object());
-          return admission.value("clusterQueue", "") == kA10g;
+          // Kueue writes the reservation, then the checks it waits on.
+          return admission.value("clusterQueue", "") == kA10g &&
+                 w["status"]
+                         .value("admissionChecks", Json::array())
+                         .dump()
+                         .find("gpustack-node-devices") != std::string::npos;
         }
         return false;
       },
