@@ -277,11 +277,12 @@ struct WorkerFlags {
 int RunWorkerCommand(WorkerFlags& flags) {
   auto& o = flags.options;
   o.getenv = [](const std::string& name) { return Env(name); };
-  if (o.identity.empty()) o.identity = Env("KUBERNETES_POD_NAME");
-  if (o.identity.empty()) {
+  std::string& identity = o.election.identity;
+  if (identity.empty()) identity = Env("KUBERNETES_POD_NAME");
+  if (identity.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    o.identity = std::string(host) + "_" + std::to_string(getpid());
+    identity = std::string(host) + "_" + std::to_string(getpid());
   }
   const auto default_dir = gpustack::loader::DefaultPluginDir();
   const auto dirs = gpustack::loader::PluginSearchPath(flags.plugin_dirs,
@@ -457,7 +458,7 @@ int main(int argc, char** argv) {
                    "The system namespace: the Lease and the settings Secret live there")
       ->envname("KUBERNETES_POD_NAMESPACE")
       ->capture_default_str();
-  worker->add_option("--identity", worker_flags.options.identity,
+  worker->add_option("--identity", worker_flags.options.election.identity,
                      "This replica's name in the Lease (default: KUBERNETES_POD_NAME, else "
                      "host_pid)");
   worker
@@ -534,9 +535,9 @@ int main(int argc, char** argv) {
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
   }
   if (worker->parsed()) {
-    worker_flags.options.lease_duration = seconds(lease);
-    worker_flags.options.renew_deadline = seconds(renew);
-    worker_flags.options.retry_period = seconds(retry);
+    worker_flags.options.election.lease_duration = seconds(lease);
+    worker_flags.options.election.renew_deadline = seconds(renew);
+    worker_flags.options.election.retry_period = seconds(retry);
     const int status = RunWorkerCommand(worker_flags);
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
   }

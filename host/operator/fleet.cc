@@ -28,27 +28,50 @@ std::string Annotation(const Json& object, const std::string& key) {
   return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// A whole-number quantity ("4", "4000m", "16k", "2Gi"); nothing for fractions and garbage.
-std::optional<int64_t> WholeQuantity(const Json& value) {
-  if (value.is_number_integer()) return value.get<int64_t>();
+// A quantity in thousandths ("500m" -> 500, "1.5" -> 1500, "16k" -> 16'000'000, "2Gi" ->
+// 2 x 2^30 x 1000), as Node capacity and container requests write it; nothing for what is not a
+// quantity or would overflow.
+std::optional<int64_t> MilliQuantity(const Json& value) {
+  if (value.is_number_integer()) {
+    const int64_t n = value.get<int64_t>();
+    if (n < 0 || n > INT64_MAX / 1000) return std::nullopt;
+    return n * 1000;
+  }
   if (!value.is_string()) return std::nullopt;
   const std::string text = value.get<std::string>();
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 18) return std::nullopt;
-  const int64_t number = std::stoll(text.substr(0, digits));
-  const std::string suffix = text.substr(digits);
-  static const std::map<std::string, std::pair<int64_t, int64_t>> kScale = {
-      {"", {1, 1}},           {"m", {1, 1000}},       {"k", {1000, 1}},
-      {"M", {1000000, 1}},    {"G", {1000000000, 1}}, {"Ki", {1024, 1}},
-      {"Mi", {1 << 20, 1}},   {"Gi", {1 << 30, 1}},   {"T", {1000000000000, 1}},
-      {"Ti", {1LL << 40, 1}},
+  size_t end = 0;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  size_t whole_digits = end, fraction_digits = 0;
+  if (end < text.size() && text[end] == '.') {
+    ++end;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) {
+      ++end;
+      ++fraction_digits;
+    }
+  }
+  if (whole_digits + fraction_digits == 0 || whole_digits > 15 || fraction_digits > 3)
+    return std::nullopt;
+  static const std::map<std::string, int64_t> kMultiplier = {
+      {"m", 1},
+      {"", 1000},
+      {"k", 1000LL * 1000},
+      {"M", 1000LL * 1000 * 1000},
+      {"G", 1000LL * 1000 * 1000 * 1000},
+      {"T", 1000LL * 1000 * 1000 * 1000 * 1000},
+      {"Ki", 1024LL * 1000},
+      {"Mi", (1LL << 20) * 1000},
+      {"Gi", (1LL << 30) * 1000},
+      {"Ti", (1LL << 40) * 1000},
   };
-  auto it = kScale.find(suffix);
-  if (it == kScale.end()) return std::nullopt;
-  const auto [multiply, divide] = it->second;
-  if (number > INT64_MAX / multiply) return std::nullopt;
-  return number * multiply / divide;
+  auto it = kMultiplier.find(text.substr(end));
+  if (it == kMultiplier.end()) return std::nullopt;
+  // The number in thousandths of a unit of its suffix, then scaled.
+  std::string digits = text.substr(0, whole_digits) +
+                       (fraction_digits > 0 ? text.substr(whole_digits + 1, fraction_digits) : "");
+  int64_t number = digits.empty() ? 0 : std::stoll(digits);
+  for (size_t i = fraction_digits; i < 3; ++i) number *= 10;
+  if (number != 0 && it->second / 1000 > INT64_MAX / number) return std::nullopt;
+  return it->second >= 1000 ? number * (it->second / 1000) : number / 1000;
 }
 
 Json View(const ledger::ResourceView& v) {
@@ -213,7 +236,7 @@ NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
   if (f.arch.empty()) f.arch = info.value("architecture", "amd64");
   const Json capacity = status.value("capacity", Json::object());
   for (const auto& [k, v] : capacity.items())
-    if (auto n = WholeQuantity(v)) f.capacity[k] = *n;
+    if (auto milli = MilliQuantity(v)) f.capacity[k] = *milli / 1000;
   f.cores = f.capacity.count("cpu") ? f.capacity["cpu"] : 0;
 
   const std::string vendor = Label(node, kCpuVendorLabel);
@@ -693,32 +716,13 @@ Json Fleet::RenderNodeCapacity(const NodeFacts& n) const {
 }
 
 namespace {
-// "500m" -> 500, "2" -> 2000, "1.5" -> 1500, 2 -> 2000; 0 for what is not a CPU quantity.
-int64_t Millicores(const Json& value) {
-  if (value.is_number()) return static_cast<int64_t>(value.get<double>() * 1000);
-  if (!value.is_string()) return 0;
-  const std::string text = value.get<std::string>();
-  if (!text.empty() && text.back() == 'm') {
-    const std::string digits = text.substr(0, text.size() - 1);
-    if (digits.empty() || digits.size() > 15 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
-      return 0;
-    return std::stoll(digits);
-  }
-  if (text.empty() || text.size() > 15 ||
-      text.find_first_not_of("0123456789.") != std::string::npos ||
-      std::count(text.begin(), text.end(), '.') > 1 || text == ".")
-    return 0;
-  return static_cast<int64_t>(std::stod(text) * 1000 + 0.5);
-}
-
 int64_t RequestOf(const Json& container) {
   const Json& resources = container.value("resources", Json::object());
   const Json& requests = resources.value("requests", Json::object());
-  if (requests.contains("cpu")) return Millicores(requests["cpu"]);
+  if (requests.contains("cpu")) return MilliQuantity(requests["cpu"]).value_or(0);
   // A limit without a request is also the request.
   const Json& limits = resources.value("limits", Json::object());
-  return limits.contains("cpu") ? Millicores(limits["cpu"]) : 0;
+  return limits.contains("cpu") ? MilliQuantity(limits["cpu"]).value_or(0) : 0;
 }
 }  // namespace
 

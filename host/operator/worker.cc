@@ -221,6 +221,11 @@ class Term {
     kube::InformerOptions bound;
     bound.field_selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
     pods_ = make(kube::resources::Pods(), "", bound);
+    pods_->AddEventHandler(
+        {.on_add = [this](const ObjectPtr& pod) { CountPodCpu(nullptr, pod.get()); },
+         .on_update = [this](const ObjectPtr& before,
+                             const ObjectPtr& after) { CountPodCpu(before.get(), after.get()); },
+         .on_delete = [this](const ObjectPtr& pod) { CountPodCpu(pod.get(), nullptr); }});
     by_label.label_selector = std::string(kTypeLabel) + "=nodes";
     flavors_ = make(kFlavors, "", by_label);
     by_label.label_selector = std::string(kTypeLabel) + "=instancetypes";
@@ -274,6 +279,19 @@ class Term {
   }
 
  private:
+  // The CPU that bound, running Pods request, per node, kept from the Pod events: a pass reads
+  // one entry per node instead of every Pod.
+  void CountPodCpu(const Json* before, const Json* after) {
+    std::lock_guard lock(cpu_mutex_);
+    auto add = [&](const Json& pod, int sign) {
+      const std::string node = pod["spec"].value("nodeName", "");
+      const int64_t total = node_cpu_[node] += sign * PodCpuMillicores(pod);
+      if (total == 0) node_cpu_.erase(node);
+    };
+    if (before != nullptr) add(*before, -1);
+    if (after != nullptr) add(*after, +1);
+  }
+
   Settings ReadSettings(std::vector<std::string>* problems) {
     std::map<std::string, std::string> values;
     if (ObjectPtr secret = settings_->Get(options_.system_namespace + "/" + kSettingsSecret)) {
@@ -358,10 +376,10 @@ class Term {
     const Settings settings = ReadSettings(&problems);
     const std::string settings_key = SettingsKey(settings);
     Fleet fleet(ReadNodes(settings, settings_key, &problems), settings, options_.manufacturers);
-    std::map<std::string, int64_t> cpu_requests;
-    for (const ObjectPtr& pod : pods_->List())
-      cpu_requests[(*pod)["spec"].value("nodeName", "")] += PodCpuMillicores(*pod);
-    fleet.SetCpuRequests(std::move(cpu_requests));
+    {
+      std::lock_guard lock(cpu_mutex_);
+      fleet.SetCpuRequests(node_cpu_);
+    }
     std::vector<Write> writes;
 
     // Nodes: labels (§3.3, §3.7, §3.8) and counting keys (§3.6), each where it changed.
@@ -620,6 +638,8 @@ class Term {
   std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
       entrances_, checks_, settings_, pods_;
   std::map<std::string, Cached> facts_;
+  std::mutex cpu_mutex_;
+  std::map<std::string, int64_t> node_cpu_;  // millicores
 };
 
 // Every replica, before the election: the system namespace and the settings Secret exist, and the
@@ -783,13 +803,8 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
   if (!options.leader_election) {
     lead(stopping.get_token());
   } else {
-    kube::LeaderElectionConfig config;
+    kube::LeaderElectionConfig config = options.election;
     config.lease_namespace = options.system_namespace;
-    config.lease_name = options.lease_name;
-    config.identity = options.identity;
-    config.lease_duration = options.lease_duration;
-    config.renew_deadline = options.renew_deadline;
-    config.retry_period = options.retry_period;
     kube::LeaderElector elector(client, config);
     while (!stopping.stop_requested()) {
       Status ran = elector.Run(stopping.get_token(), {.on_started_leading = lead,
@@ -800,7 +815,7 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
                                                           },
                                                       .on_new_leader =
                                                           [&](const std::string& who) {
-                                                            if (who != options.identity)
+                                                            if (who != options.election.identity)
                                                               log->info("leader is {}", who);
                                                           }});
       if (!ran) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "host/kube/client.h"
+#include "host/kube/leader_election.h"
 #include "host/node/exporter.h"
 #include "host/operator/fleet.h"
 
@@ -31,12 +32,9 @@ inline constexpr const char* kChecksManager = "gpustack-worker-checks";
 
 struct WorkerOptions {
   std::string system_namespace = "gpustack-system";
-  std::string identity;  // this replica, for the Lease (the Pod name)
-  std::string lease_name = "worker.gpustack.ai";
   bool leader_election = true;
-  std::chrono::milliseconds lease_duration{15'000};
-  std::chrono::milliseconds renew_deadline{10'000};
-  std::chrono::milliseconds retry_period{2'000};
+  // The Lease (its namespace is the system namespace): identity is this replica (the Pod name).
+  kube::LeaderElectionConfig election{.lease_name = "worker.gpustack.ai"};
   ManufacturerTable manufacturers;
   int write_threads = 8;  // writes of one pass run in parallel
   node::ExporterOptions health;

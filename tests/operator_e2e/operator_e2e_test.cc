@@ -361,12 +361,23 @@ TEST_F(OperatorE2e, DevicesChangesMoveTheViews) {
     ASSERT_TRUE(done) << done.error();
   };
   // A 20 % slice charged (§12.9), then released.
+  // The node's fit labels (§3.7) follow its ledger too: a node the worker had found needing
+  // nothing is looked at again when its Devices object changes.
+  auto fit = [&](const std::string& want) {
+    return WaitFor([&] {
+      const Json node = *client_->Get(resources::Nodes(), "", "node-a10g");
+      return node["metadata"]["labels"].value("shared-free-cards.fit.gpustack.ai/nvidia-a10g",
+                                              "") == want;
+    });
+  };
   publish(StatusWith(a10g.name, a10g.spec, &slice));
   EXPECT_TRUE(RowBecomes(
       kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 80/80 0/0 0/0 Active"));
+  EXPECT_TRUE(fit("0"));
   publish(StatusWith(a10g.name, a10g.spec, nullptr));
   EXPECT_TRUE(RowBecomes(
       kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
+  EXPECT_TRUE(fit("1"));
 
   // A card goes unhealthy on node-t4-b: the T4 pool loses it.
   FleetNode t4b = ClusterA()[3];

@@ -232,6 +232,12 @@ TEST(Pods, CpuRequestsAsTheSchedulerCountsThem) {
       PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "lots"}}}]})")),
       0);
   EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"name": "c"}]})")), 0);
+  EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "0.5"}}},
+                                                     {"resources": {"requests": {"cpu": "1.25"}}}]})")),
+            1750);
+  EXPECT_EQ(
+      PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "1.2345"}}}]})")),
+      0);
 }
 
 TEST(ClusterA, AwarePoolsRegroupWithoutChangingFlavors) {
@@ -330,6 +336,21 @@ TEST(ClusterB, H100RowsAndCountingKeys) {
     EXPECT_EQ(Row(fleet, fleet.RenderDerivedInstanceType(pool)),
               "gpustack-fnv64-e4768a65ca0ce96b 12/192Gi/100Gi 5/5 10/50 100/500 1/21 0/0 Active");
   }
+}
+
+TEST(Nodes, CapacityQuantitiesAsTheApiserverWritesThem) {
+  Json node = Node("n", "AMD", "AMD EPYC 7R13 Processor", 0,
+                   {{"cpu", "4000m"},
+                    {"nvidia.com/gpu.sliced", "1k"},
+                    {"memory", "2Gi"},
+                    {"example.com/odd", "1.5"},
+                    {"example.com/bad", "x1"}});
+  const NodeFacts f = NodeFactsOf(node, nullptr);
+  EXPECT_EQ(f.cores, 4);
+  EXPECT_EQ(f.capacity.at("nvidia.com/gpu.sliced"), 1000);
+  EXPECT_EQ(f.capacity.at("memory"), int64_t{2} << 30);
+  EXPECT_EQ(f.capacity.at("example.com/odd"), 1);  // whole units, rounded down
+  EXPECT_EQ(f.capacity.count("example.com/bad"), 0u);
 }
 
 TEST(Nodes, ManualManagementAndHeldLabels) {
