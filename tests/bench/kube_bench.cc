@@ -14,33 +14,14 @@
 
 #include "host/kube/client.h"
 #include "host/kube/informer.h"
+#include "tests/bench/report.h"
 
 using namespace gpustack::kube;
 using Clock = std::chrono::steady_clock;
+using gpustack::bench::Ms;
+using gpustack::bench::Percentiles;
 
 namespace {
-
-long StatusKb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) {
-      return std::stol(line.substr(std::string(field).size() + 1));
-    }
-  }
-  return -1;
-}
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-void Percentiles(const char* what, std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  auto at = [&](double p) {
-    return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
-  };
-  std::printf("%-28s n=%zu p50=%.2f ms p90=%.2f ms p99=%.2f ms max=%.2f ms\n", what, samples.size(),
-              at(0.50), at(0.90), at(0.99), samples.back());
-}
 
 Json ConfigMap(const std::string& ns, const std::string& name, const std::string& value) {
   return {{"apiVersion", "v1"},
@@ -111,7 +92,7 @@ int main(int argc, char** argv) {
 
   // Live watch: events/s while 8 writers patch, from the write to the handler.
   {
-    long rss0 = StatusKb("VmRSS:");
+    long rss0 = gpustack::bench::StatusKb("self", "VmRSS:");
     Informer informer(client, configmaps, ns, {.page_size = 500});
     std::atomic<int> updates{0};
     informer.AddEventHandler({.on_update = [&](const ObjectPtr&, const ObjectPtr&) { updates++; }});
@@ -119,7 +100,7 @@ int main(int argc, char** argv) {
     informer.Start();
     informer.WaitForSync(std::chrono::minutes(5));
     double sync_s = Ms(Clock::now() - list_start) / 1000;
-    long rss1 = StatusKb("VmRSS:");
+    long rss1 = gpustack::bench::StatusKb("self", "VmRSS:");
     std::printf(
         "informer list+watch of %zu objects: synced in %.2f s; RSS %ld -> %ld KB (+%ld KB, %.0f "
         "B/object)\n",
@@ -146,7 +127,7 @@ int main(int argc, char** argv) {
         "live: %d updates written by 8 writers and delivered to the handler in %.2f s = %.0f "
         "events/s\n",
         updates.load(), s, updates.load() / s);
-    std::printf("peak RSS (VmHWM) %ld KB\n", StatusKb("VmHWM:"));
+    std::printf("peak RSS (VmHWM) %ld KB\n", gpustack::bench::StatusKb("self", "VmHWM:"));
   }
 
   // Latency, one request at a time.

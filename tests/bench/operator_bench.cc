@@ -31,10 +31,13 @@
 #include "host/ledger/ledger.h"
 #include "host/ledger/views.h"
 #include "host/operator/fleet.h"
+#include "tests/bench/report.h"
 
 using namespace gpustack;
 using namespace gpustack::kube;
 using Clock = std::chrono::steady_clock;
+using bench::Ms;
+using bench::Percentiles;
 
 namespace {
 
@@ -42,24 +45,7 @@ const ResourceType kClusterQueues = resources::ClusterQueues();
 const ResourceType kLocalQueues = resources::LocalQueues();
 constexpr const char* kPool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-void Percentiles(const char* what, std::vector<double> samples) {
-  if (samples.empty()) return;
-  std::sort(samples.begin(), samples.end());
-  auto at = [&](double p) {
-    return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
-  };
-  std::printf("%-44s n=%zu p50=%.1f ms p90=%.1f ms p99=%.1f ms max=%.1f ms\n", what, samples.size(),
-              at(0.50), at(0.90), at(0.99), samples.back());
-}
-
-long RssKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
+long RssKb(pid_t pid) { return bench::StatusKb(std::to_string(pid), "VmRSS:"); }
 
 std::string Metrics(int port) {
   std::string out;

@@ -1,0 +1,40 @@
+// What the load benchmarks (kube_bench, operator_bench) print: latency percentiles and a
+// process's memory from /proc. Figures only; nothing here asserts.
+#ifndef GPUSTACK_TESTS_BENCH_REPORT_H_
+#define GPUSTACK_TESTS_BENCH_REPORT_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace gpustack::bench {
+
+inline double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// "what n=… p50=… p90=… p99=… max=…", in milliseconds.
+inline void Percentiles(const char* what, std::vector<double> samples) {
+  if (samples.empty()) return;
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double p) {
+    return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
+  };
+  std::printf("%-44s n=%zu p50=%.2f ms p90=%.2f ms p99=%.2f ms max=%.2f ms\n", what, samples.size(),
+              at(0.50), at(0.90), at(0.99), samples.back());
+}
+
+// A field of /proc/<pid>/status in KB ("VmRSS:", "VmHWM:"); -1 when absent. `pid` "self" is us.
+inline long StatusKb(const std::string& pid, const std::string& field) {
+  std::ifstream in("/proc/" + pid + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field, 0) == 0) return std::stol(line.substr(field.size()));
+  return -1;
+}
+
+}  // namespace gpustack::bench
+
+#endif  // GPUSTACK_TESTS_BENCH_REPORT_H_
