@@ -290,17 +290,14 @@ int RunWorkerCommand(WorkerFlags& flags) {
   std::vector<std::filesystem::path> required;
   for (const auto& dir : dirs)
     if (dir != default_dir.lexically_normal()) required.push_back(dir);
-  for (const auto& dir : required) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
-      std::cerr << "error: plugin directory " << gpustack::Printable(dir.string())
-                << " (from --plugin-dir or GPUSTACK_PLUGIN_PATH) is not a directory\n";
-      return kBadInput;
-    }
-  }
   std::vector<std::string> problems;
-  o.manufacturers = gpustack::op::LoadManufacturers(dirs, required, o.getenv, &problems);
+  auto manufacturers = gpustack::op::LoadManufacturers(dirs, required, o.getenv, &problems);
   for (const std::string& p : problems) std::cerr << "warning: " << gpustack::Printable(p) << "\n";
+  if (!manufacturers) {
+    std::cerr << "error: " << gpustack::Printable(manufacturers.error()) << "\n";
+    return kBadInput;
+  }
+  o.manufacturers = std::move(*manufacturers);
   if (o.manufacturers.empty()) {
     std::cerr << "error: no plugin loaded from " << dirs.size()
               << " plugin directory(ies): the worker needs the manufacturer table they declare\n";

@@ -710,10 +710,11 @@ std::string RenderMetrics(Counters& c) {
 
 }  // namespace
 
-ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& dirs,
-                                    const std::vector<std::filesystem::path>& required,
-                                    const std::function<std::string(const std::string&)>& getenv,
-                                    std::vector<std::string>* problems) {
+Result<ManufacturerTable> LoadManufacturers(
+    const std::vector<std::filesystem::path>& dirs,
+    const std::vector<std::filesystem::path>& required,
+    const std::function<std::string(const std::string&)>& getenv,
+    std::vector<std::string>* problems) {
   ManufacturerTable table;
   loader::DlopenPluginSource source(dirs, required);
   std::vector<runtime::SourceProblem> source_problems;
@@ -732,7 +733,7 @@ ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& di
                               candidate.origin};
   }
   for (const runtime::SourceProblem& p : source_problems)
-    if (p.fatal) problems->push_back(p.message);
+    if (p.fatal) return Error{p.message, Code::kInvalidArgument};
   for (auto& [key, m] : table) {
     std::string upper;
     for (char c : key) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

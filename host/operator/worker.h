@@ -45,11 +45,13 @@ struct WorkerOptions {
 
 // The manufacturer table from the plugins in `dirs` (identify only: no hardware is touched), with
 // GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME and GPUSTACK_<MFR>_PARTITION_KIND on top (§10.2).
-// A plugin that does not load is reported in `problems` and left out.
-ManufacturerTable LoadManufacturers(const std::vector<std::filesystem::path>& dirs,
-                                    const std::vector<std::filesystem::path>& required,
-                                    const std::function<std::string(const std::string&)>& getenv,
-                                    std::vector<std::string>* problems);
+// A plugin that does not load is reported in `problems` and left out; a directory among
+// `required` (named by a flag or the environment) that cannot be searched is an error.
+Result<ManufacturerTable> LoadManufacturers(
+    const std::vector<std::filesystem::path>& dirs,
+    const std::vector<std::filesystem::path>& required,
+    const std::function<std::string(const std::string&)>& getenv,
+    std::vector<std::string>* problems);
 
 // Runs until `stop` turns true; returns the process exit status (0 after a clean stop, 2 for bad
 // input such as a settings value in the environment that is not a boolean).
