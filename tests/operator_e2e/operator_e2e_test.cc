@@ -453,7 +453,10 @@ TEST_F(OperatorE2e, AQueueStoppedBySomeoneElseMakesItsTypeInactive) {
           " --type merge -p '{\"spec\":{\"inactive\":false}}'");
   EXPECT_TRUE(RowBecomes(
       kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
-  EXPECT_EQ((*client_->Get(kClusterQueues, "", kT4))["spec"]["stopPolicy"], "None");
+  // The status and the queue are written in the same phase: either may land first.
+  EXPECT_TRUE(WaitFor([&] {
+    return (*client_->Get(kClusterQueues, "", kT4))["spec"].value("stopPolicy", "") == "None";
+  }));
 }
 
 TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
