@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/common/base64.h"
 #include "host/common/result.h"
 
 namespace gpustack::kube {
@@ -53,9 +54,8 @@ Result<ClientConfig> LoadInClusterConfig(
 // What kubectl and client-go do: KUBECONFIG, then in-cluster, then ~/.kube/config.
 Result<ClientConfig> LoadDefaultConfig();
 
-// Standard base64 (line breaks and spaces ignored), as kubeconfig *-data fields and Secret data
-// carry it; `what` names the field in the error.
-Result<std::string> DecodeBase64(std::string_view text, std::string_view what);
+using gpustack::DecodeBase64;  // host/common/base64.h
+using gpustack::EncodeBase64;
 
 }  // namespace gpustack::kube
 
