@@ -14,11 +14,18 @@ ResourceType CustomResourceDefinitions() {
 ResourceType Devices() { return {"worker.gpustack.ai", "v1alpha1", "devices", false}; }
 ResourceType InstanceTypes() { return {"worker.gpustack.ai", "v1alpha1", "instancetypes", false}; }
 ResourceType Instances() { return {"worker.gpustack.ai", "v1alpha1", "instances", true}; }
+ResourceType Events() { return {"", "v1", "events", true}; }
 ResourceType Secrets() { return {"", "v1", "secrets", true}; }
 ResourceType ResourceFlavors() { return {"kueue.x-k8s.io", "v1beta2", "resourceflavors", false}; }
 ResourceType ClusterQueues() { return {"kueue.x-k8s.io", "v1beta2", "clusterqueues", false}; }
 ResourceType LocalQueues() { return {"kueue.x-k8s.io", "v1beta2", "localqueues", true}; }
 ResourceType Workloads() { return {"kueue.x-k8s.io", "v1beta2", "workloads", true}; }
+ResourceType MutatingWebhookConfigurations() {
+  return {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", false};
+}
+ResourceType ValidatingWebhookConfigurations() {
+  return {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", false};
+}
 ResourceType AdmissionChecks() { return {"kueue.x-k8s.io", "v1beta2", "admissionchecks", false}; }
 }  // namespace resources
 

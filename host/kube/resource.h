@@ -36,12 +36,15 @@ ResourceType Devices();
 ResourceType InstanceTypes();
 ResourceType Instances();
 ResourceType Secrets();
+ResourceType Events();
 // Kueue's kinds, kueue.x-k8s.io/v1beta2.
 ResourceType ResourceFlavors();
 ResourceType ClusterQueues();
 ResourceType LocalQueues();
 ResourceType Workloads();
 ResourceType AdmissionChecks();
+ResourceType MutatingWebhookConfigurations();
+ResourceType ValidatingWebhookConfigurations();
 }  // namespace resources
 
 // /api/v1[/namespaces/<ns>]/<plural> or /apis/<group>/<version>[/namespaces/<ns>]/<plural>.
