@@ -1,6 +1,7 @@
 #include "host/ledger/ledger.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace gpustack::ledger {
@@ -35,8 +36,11 @@ const char* Unavailable(const CardState& c, Family family) {
 }
 
 // The first free placement of `profile` on `c`, if any.
-const Placement* FreePlacement(const CardState& c, const PartitionProfile& profile) {
+// The lowest free placement of `profile` on the card; only `wanted` when given (gate 3 chose it).
+const Placement* FreePlacement(const CardState& c, const PartitionProfile& profile,
+                               const std::optional<Placement>& wanted = std::nullopt) {
   for (const Placement& candidate : profile.placements) {
+    if (wanted && candidate != *wanted) continue;
     const bool taken = std::any_of(c.partitions.begin(), c.partitions.end(), [&](const auto& used) {
       return used.second.Overlaps(candidate);
     });
@@ -242,11 +246,16 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
       const Placement* best_placement = nullptr;
       for (const CardState* c : eligible) {
         const PartitionProfile* profile = c->card->FindProfile(r.profile);
-        const Placement* placement = profile ? FreePlacement(*c, *profile) : nullptr;
+        const Placement* placement = profile ? FreePlacement(*c, *profile, r.placement) : nullptr;
         if (profile == nullptr) {
           note(*c, [&] { return "does not offer " + r.profile; });
         } else if (placement == nullptr) {
-          note(*c, [&] { return "no free placement for " + r.profile; });
+          note(*c, [&] {
+            return r.placement ? "placement " + std::to_string(r.placement->start) + "+" +
+                                     std::to_string(r.placement->length) + " for " + r.profile +
+                                     " is not free"
+                               : "no free placement for " + r.profile;
+          });
         } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
           best = c;  // the most occupied card that fits
           best_placement = placement;

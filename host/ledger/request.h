@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ struct Request {
   // Only these cards may take it (the kubelet's chosen devices, gate 3's pinned cards); empty:
   // any card of the manufacturer and model.
   std::vector<std::string> cards;
+  // Partitioned: only this placement (gate 3's choice, so gate 5 takes the same memory slices
+  // whatever order the Pods start in); unset: the lowest free one.
+  std::optional<Placement> placement;
 };
 
 struct ContainerRequest {

@@ -157,8 +157,10 @@ std::map<std::string, int64_t> FitLabels(const NodeLedger& node) {
     const std::string akey = c.group->manufacturer + "-" + c.group->id;
     int64_t& units = labels["sliced-max-free-units.fit.gpustack.ai/" + akey];
     int64_t& shared = labels["shared-free-cards.fit.gpustack.ai/" + akey];
+    int64_t& slots = labels["shared-max-free-slots.fit.gpustack.ai/" + akey];
     if (CanSlice(c)) units = std::max(units, c.remaining());
     if (FreeSlots(c) > 0) ++shared;
+    slots = std::max<int64_t>(slots, FreeSlots(c));
   }
   return labels;
 }

@@ -54,7 +54,9 @@ std::map<std::string, int64_t> CountingKeys(const NodeLedger& node, const Resour
 // Device-plugin tokens per resource (reference 6.1): <base>, .shared, .sliced, .partitioned.
 std::map<std::string, int64_t> AdvertisedCounts(const NodeLedger& node, const ResourceKind& kind);
 
-// Per-model fit labels (reference 3.7), keyed by the full label name.
+// Per-model fit labels (reference 3.7), keyed by the full label name: the most free units of a
+// card that can still take a slice, the cards with a free shared slot, and (decision 1: a shared
+// request takes N slots of one card) the most free slots on one card.
 std::map<std::string, int64_t> FitLabels(const NodeLedger& node);
 
 }  // namespace gpustack::ledger
