@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "host/common/logging.h"
+#include "host/ledger/chosen.h"
 #include "host/ledger/request.h"
 
 namespace gpustack::node {
@@ -185,6 +186,36 @@ Result<ledger::Request> Allocator::RequestFor(const Json& pod, const std::string
                Code::kInvalidArgument};
 }
 
+std::vector<ledger::Charge> Allocator::ChosenCharges(const Json& pod,
+                                                     const std::string& container) const {
+  const Json annotations =
+      pod.value("metadata", Json::object()).value("annotations", Json::object());
+  auto text = annotations.find(ledger::kChosenAnnotation);
+  if (text == annotations.end() || !text->is_string()) return {};
+  auto chosen = ledger::ChosenFromAnnotation(text->get<std::string>());
+  if (!chosen) {
+    Logger("allocator")->warn("pod {}: {}", PodKey(pod), chosen.error());
+    return {};
+  }
+  std::vector<ledger::Charge> charges;
+  for (const auto& p : chosen->pods) {
+    auto it = p.find(container);
+    if (it != p.end()) charges.insert(charges.end(), it->second.begin(), it->second.end());
+  }
+  return charges;
+}
+
+std::vector<std::string> Allocator::ChosenCards(const Json& pod, const std::string& container,
+                                                const std::vector<std::string>& offered) const {
+  std::vector<std::string> cards;
+  for (const ledger::Charge& c : ChosenCharges(pod, container)) {
+    if (std::find(offered.begin(), offered.end(), c.accelerator_id) != offered.end() &&
+        std::find(cards.begin(), cards.end(), c.accelerator_id) == cards.end())
+      cards.push_back(c.accelerator_id);
+  }
+  return cards;
+}
+
 std::string Allocator::AnnotationFor(const std::string& pod_uid) const {
   Json record = Json::object();
   runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
@@ -221,7 +252,25 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
           auto request = RequestFor(*c.pod, c.container, resource, ledger);
           if (!request) continue;
           request->cards = *offered;
-          auto charges = ledger.Fit(*request);
+          // Gate 3 counted this Pod on certain cards (ARCHITECTURE decision 6.3): those first,
+          // so gate 5 settles where gate 3 counted; any offered card when they no longer fit.
+          Result<std::vector<ledger::Charge>> charges = Error{""};
+          if (auto chosen = ChosenCards(*c.pod, c.container, *offered); !chosen.empty()) {
+            ledger::Request pinned = *request;
+            pinned.cards = chosen;
+            charges = ledger.Fit(pinned);
+            if (!charges) {
+              ++chosen_refused_;
+              Logger("allocator")
+                  ->warn(
+                      "pod {} container {}: the cards gate 3 chose do not fit any more ({}); "
+                      "choosing others",
+                      PodKey(*c.pod), c.container, charges.error());
+            } else {
+              ++chosen_honoured_;
+            }
+          }
+          if (!charges) charges = ledger.Fit(*request);
           if (!charges) continue;
           // The charged cards' tokens first, so the kubelet's choice is the ledger's.
           for (const ledger::Charge& charge : *charges) {
@@ -394,8 +443,24 @@ Result<AllocateResult> Allocator::AllocateLocked(
         case ResourceFamily::kSliced:
           request->cards = *named;
           break;
-        default:
-          break;  // partitions: the kubelet's ids are a count; the ledger picks the card
+        default: {
+          // Partitions: the kubelet's ids are a count; the ledger picks the card and placement,
+          // gate 3's choice while it is still free (whatever order the Pods start in).
+          const auto wanted = ChosenCharges(*c.pod, c.container);
+          bool pinned = false;
+          for (const ledger::Charge& want : wanted) {
+            ledger::Request at = *request;
+            at.cards = {want.accelerator_id};
+            at.placement = want.placement;
+            if (ledger.Fit(at)) {
+              *request = std::move(at);
+              pinned = true;
+              break;
+            }
+          }
+          if (!wanted.empty()) ++(pinned ? chosen_honoured_ : chosen_refused_);
+          break;
+        }
       }
       auto fit = ledger.Fit(*request);
       if (!fit) {

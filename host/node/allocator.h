@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -109,6 +110,10 @@ class Allocator {
   // Releases what the Pods with these uids held: the apiserver said they were deleted.
   bool ReleaseDeleted(const std::set<std::string>& pod_uids);
 
+  // How often a Pod came with gate 3's chosen cards and they still fitted, or no longer did.
+  uint64_t chosen_honoured() const { return chosen_honoured_; }
+  uint64_t chosen_refused() const { return chosen_refused_; }
+
   // Called (outside every lock) after the ledger changed: tokens and status are stale.
   void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
 
@@ -130,6 +135,11 @@ class Allocator {
                                      const ServedResource& resource,
                                      const ledger::NodeLedger& ledger) const;
   std::string AnnotationFor(const std::string& pod_uid) const;
+  // What gate 3 counted `container` on (the Pod's chosen-cards annotation), and its cards among
+  // `offered`.
+  std::vector<ledger::Charge> ChosenCharges(const Json& pod, const std::string& container) const;
+  std::vector<std::string> ChosenCards(const Json& pod, const std::string& container,
+                                       const std::vector<std::string>& offered) const;
   void DestroyPartitions(const ledger::Allocation& allocation);
   bool slices_are_objects(const std::string& manufacturer) const;
 
@@ -138,6 +148,7 @@ class Allocator {
   AllocatorOptions options_;
   std::vector<ledger::ResourceKind> kinds_;  // of the running plugins
   std::set<std::string> slice_objects_;      // manufacturers whose slices are driver objects
+  std::atomic<uint64_t> chosen_honoured_{0}, chosen_refused_{0};
   std::function<void()> on_change_;
 
   std::mutex mutex_;  // identify -> fit -> reserve; the ledger's own mutex is taken inside
