@@ -480,6 +480,46 @@ int main(int argc, char** argv) {
   worker->add_option("--kube-leader-election-retry-period", retry, "Seconds")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  auto& hooks = worker_flags.options.webhooks;
+  int webhook_port = 9443;
+  worker
+      ->add_option("--webhook-port", webhook_port,
+                   "HTTPS port of the admission webhooks (0: any free port, -1: no webhooks)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  worker->add_option("--webhook-address", hooks.server.address, "Address the webhooks listen on")
+      ->capture_default_str();
+  worker
+      ->add_option("--webhook-url", hooks.url,
+                   "URL base the apiserver calls the webhooks at (a control plane outside the "
+                   "cluster, e.g. https://127.0.0.1:9443); default: the Service")
+      ->check([](const std::string& url) {
+        return url.rfind("https://", 0) == 0 ? std::string()
+                                             : std::string("must start with https://");
+      });
+  worker
+      ->add_option("--webhook-service", hooks.service,
+                   "Service in the system namespace that fronts the webhooks")
+      ->capture_default_str();
+  worker
+      ->add_option("--webhook-certificates", hooks.certificates,
+                   "self: the worker makes and rotates a CA and certificate (Secret " +
+                       std::string(gpustack::op::kWebhookTlsSecret) +
+                       "); cert-manager: tls.crt/tls.key from --webhook-cert-dir")
+      ->check(CLI::IsMember({"self", "cert-manager"}))
+      ->capture_default_str();
+  worker->add_option("--webhook-cert-dir", hooks.cert_dir,
+                     "The mounted cert-manager Secret (with --webhook-certificates cert-manager)");
+  worker->add_flag("!--no-webhook-configurations", hooks.apply_configurations,
+                   "Leave the webhook configurations to the chart");
+  worker->add_flag("!--no-node-devices-check", worker_flags.options.node_check,
+                   "Do not judge Workloads for the gpustack-node-devices AdmissionCheck");
+  int retry_after = 5;
+  worker
+      ->add_option("--node-devices-retry-after", retry_after,
+                   "Seconds Kueue waits before retrying a Workload the check found no room for")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   worker->add_option("--kube-conn-qps", worker_flags.qps, "Requests per second to the apiserver")
       ->check(CLI::Range(1.0, 100000.0))
       ->capture_default_str();
@@ -535,6 +575,10 @@ int main(int argc, char** argv) {
     worker_flags.options.election.lease_duration = seconds(lease);
     worker_flags.options.election.renew_deadline = seconds(renew);
     worker_flags.options.election.retry_period = seconds(retry);
+    hooks.enabled = webhook_port >= 0;
+    hooks.server.dump_dir = Env("GPUSTACK_WEBHOOK_DUMP_DIR");
+    hooks.server.port = static_cast<uint16_t>(std::max(webhook_port, 0));
+    worker_flags.options.node_check_options.retry_after = std::chrono::seconds(retry_after);
     const int status = RunWorkerCommand(worker_flags);
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
   }

@@ -28,9 +28,8 @@ std::string Annotation(const Json& object, const std::string& key) {
   return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// A quantity in thousandths ("500m" -> 500, "1.5" -> 1500, "16k" -> 16'000'000, "2Gi" ->
-// 2 x 2^30 x 1000), as Node capacity and container requests write it; nothing for what is not a
-// quantity or would overflow.
+}  // namespace
+
 std::optional<int64_t> MilliQuantity(const Json& value) {
   if (value.is_number_integer()) {
     const int64_t n = value.get<int64_t>();
@@ -73,6 +72,8 @@ std::optional<int64_t> MilliQuantity(const Json& value) {
   if (number != 0 && it->second / 1000 > INT64_MAX / number) return std::nullopt;
   return it->second >= 1000 ? number * (it->second / 1000) : number / 1000;
 }
+
+namespace {
 
 Json View(const ledger::ResourceView& v) {
   return {
@@ -514,6 +515,7 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
         views = ledger::ComputePoolViews(ledgers, f.manufacturer, f.group_id);
         ledger::SlicedDetail sliced;
         std::map<std::string, uint32_t> profile_counts;
+        std::map<std::string, uint64_t> profile_memory;  // MiB, what the Pod webhook folds
         std::vector<std::string> profile_order;
         const ledger::Group* shown = nullptr;
         for (const NodeFacts* n : nodes) {
@@ -529,6 +531,10 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
             if (added) profile_order.push_back(p.name);
             it->second += p.count;
           }
+          for (const ledger::Accelerator& card : g->accelerators) {
+            for (const ledger::PartitionProfile& p : card.profiles)
+              profile_memory.try_emplace(p.name, p.memory_mib);
+          }
         }
         if (shown != nullptr) {
           // Maps that would be empty are left out: server-side apply turns a map whose last
@@ -540,7 +546,8 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
           if (sliced.physical_count > 0) {
             Json profiles = Json::array();
             for (const auto& p : profile_order)
-              profiles.push_back({{"name", p}, {"count", profile_counts[p]}});
+              profiles.push_back(
+                  {{"name", p}, {"count", profile_counts[p]}, {"memoryMib", profile_memory[p]}});
             sliced_detail["physical"] = {{"count", sliced.physical_count}, {"profiles", profiles}};
           }
           detail = {{"manufacturer", shown->manufacturer},
@@ -761,7 +768,8 @@ Json RenderAdmissionCheck() {
 bool WorkerOwnsNodeLabel(std::string_view key) {
   return key.rfind(kGeneralPrefix, 0) == 0 ||
          key.rfind("sliced-max-free-units.fit.gpustack.ai/", 0) == 0 ||
-         key.rfind("shared-free-cards.fit.gpustack.ai/", 0) == 0 || key == kManagedLabel ||
+         key.rfind("shared-free-cards.fit.gpustack.ai/", 0) == 0 ||
+         key.rfind("shared-max-free-slots.fit.gpustack.ai/", 0) == 0 || key == kManagedLabel ||
          key == kCpuOnlyLabel;
 }
 

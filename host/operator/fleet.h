@@ -50,6 +50,10 @@ inline constexpr size_t kMaxFlavorsPerQueue = 16;
 // "gpustack-fnv64-" + FNV-1a 64 of the ClusterQueue name, 16 lower-case hex digits (decision 10).
 std::string EntranceName(std::string_view cluster_queue);
 
+// A quantity in thousandths ("500m" -> 500, "1.5" -> 1500, "16k" -> 16'000'000, "2Gi" ->
+// 2 x 2^30 x 1000); nothing for what is not a quantity or would overflow.
+std::optional<int64_t> MilliQuantity(const Json& value);
+
 // A whole number as the apiserver writes a quantity back: 1600000 -> "1600k", 8000000 -> "8M".
 std::string CanonicalQuantity(int64_t value);
 

@@ -1,5 +1,7 @@
 #include "host/operator/settings.h"
 
+#include "host/common/base64.h"
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -85,6 +87,21 @@ Settings ParseSettings(const std::map<std::string, std::string>& values,
     }
   }
   return settings;
+}
+
+Settings SettingsFromSecret(const nlohmann::json* secret, std::vector<std::string>* problems) {
+  std::map<std::string, std::string> values;
+  if (secret != nullptr) {
+    const nlohmann::json data = secret->value("data", nlohmann::json::object());
+    for (const auto& [key, value] : data.items()) {
+      if (!value.is_string()) continue;
+      if (auto decoded = DecodeBase64(value.get<std::string>(), "setting " + key))
+        values[key] = *decoded;
+      else
+        problems->push_back(decoded.error());
+    }
+  }
+  return ParseSettings(values, problems);
 }
 
 }  // namespace gpustack::op

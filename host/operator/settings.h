@@ -5,6 +5,8 @@
 #ifndef GPUSTACK_HOST_OPERATOR_SETTINGS_H_
 #define GPUSTACK_HOST_OPERATOR_SETTINGS_H_
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -44,6 +46,10 @@ Result<std::map<std::string, std::string>> SeedValues(
 // and is reported in `problems` (a typo must not take the worker down, nor be silently taken).
 Settings ParseSettings(const std::map<std::string, std::string>& values,
                        std::vector<std::string>* problems);
+
+// Settings from the backing Secret's data (base64 values); no Secret: the defaults. A value that
+// cannot be decoded is reported in `problems`.
+Settings SettingsFromSecret(const nlohmann::json* secret, std::vector<std::string>* problems);
 
 }  // namespace gpustack::op
 

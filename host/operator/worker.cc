@@ -81,6 +81,9 @@ struct Counters {
   bool synced = false;
   Json snapshot = Json::object();
   std::vector<std::string> problems;
+  // The leader's gpustack-node-devices check, while it leads.
+  NodeDevicesCheck* node_check = nullptr;
+  NodeCheckCounters last_check;
 };
 
 // One write of a pass: what it does, for the log and the counters.
@@ -217,15 +220,18 @@ class Term {
     devices_ = make(kube::resources::Devices(), "");
     instance_types_ = make(kube::resources::InstanceTypes(), "");
     namespaces_ = make(kube::resources::Namespaces(), "");
-    // Bound Pods that still run, for the CPU view.
+    // Every bound Pod: those that run for the CPU view, those holding cards for the check.
     kube::InformerOptions bound;
-    bound.field_selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
-    pods_ = make(kube::resources::Pods(), "", bound);
+    bound.field_selector = "spec.nodeName!=";
+    pods_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", bound);
+    if (options_.node_check)
+      node_check_ = std::make_unique<NodeDevicesCheck>(client_, options_.node_check_options,
+                                                       *nodes_, *instance_types_);
     pods_->AddEventHandler(
-        {.on_add = [this](const ObjectPtr& pod) { CountPodCpu(nullptr, pod.get()); },
+        {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod.get()); },
          .on_update = [this](const ObjectPtr& before,
-                             const ObjectPtr& after) { CountPodCpu(before.get(), after.get()); },
-         .on_delete = [this](const ObjectPtr& pod) { CountPodCpu(pod.get(), nullptr); }});
+                             const ObjectPtr& after) { OnPod(before.get(), after.get()); },
+         .on_delete = [this](const ObjectPtr& pod) { OnPod(pod.get(), nullptr); }});
     by_label.label_selector = std::string(kTypeLabel) + "=nodes";
     flavors_ = make(kFlavors, "", by_label);
     by_label.label_selector = std::string(kTypeLabel) + "=instancetypes";
@@ -252,6 +258,12 @@ class Term {
     log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
                devices_->Size(), instance_types_->Size());
     queue_.Add("sync");
+    std::jthread checking;
+    if (node_check_) {
+      checking = std::jthread([this](std::stop_token own) { node_check_->Run(own); });
+      std::lock_guard lock(counters_.mutex);
+      counters_.node_check = node_check_.get();
+    }
     std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
     while (auto key = queue_.Get()) {
       const auto started = std::chrono::steady_clock::now();
@@ -273,6 +285,13 @@ class Term {
       }
       queue_.Done(*key);
     }
+    if (checking.joinable()) {
+      checking.request_stop();
+      checking.join();
+      std::lock_guard lock(counters_.mutex);
+      counters_.last_check = node_check_->Counters();
+      counters_.node_check = nullptr;
+    }
     for (kube::Informer* i : all) i->Stop();
     std::lock_guard lock(counters_.mutex);
     counters_.synced = false;
@@ -280,31 +299,36 @@ class Term {
 
  private:
   // The CPU that bound, running Pods request, per node, kept from the Pod events: a pass reads
-  // one entry per node instead of every Pod.
-  void CountPodCpu(const Json* before, const Json* after) {
-    std::lock_guard lock(cpu_mutex_);
-    auto add = [&](const Json& pod, int sign) {
-      const std::string node = pod["spec"].value("nodeName", "");
-      const int64_t total = node_cpu_[node] += sign * PodCpuMillicores(pod);
-      if (total == 0) node_cpu_.erase(node);
-    };
-    if (before != nullptr) add(*before, -1);
-    if (after != nullptr) add(*after, +1);
+  // one entry per node instead of every Pod, and starts only when a node's sum changed.
+  void OnPod(const Json* before, const Json* after) {
+    if (node_check_) node_check_->OnPod(before, after);
+    bool changed = false;
+    {
+      std::lock_guard lock(cpu_mutex_);
+      auto add = [&](const Json& pod, int sign) {
+        const std::string phase = pod.value("status", Json::object()).value("phase", "");
+        if (phase == "Succeeded" || phase == "Failed") return;
+        const int64_t millicores = PodCpuMillicores(pod);
+        if (millicores == 0) return;
+        const std::string node = pod["spec"].value("nodeName", "");
+        const int64_t total = node_cpu_[node] += sign * millicores;
+        if (total == 0) node_cpu_.erase(node);
+        changed = true;
+      };
+      if (before != nullptr) add(*before, -1);
+      if (after != nullptr) add(*after, +1);
+      if (changed && before != nullptr && after != nullptr &&
+          PodCpuMillicores(*before) == PodCpuMillicores(*after) &&
+          before->value("status", Json::object()).value("phase", "") ==
+              after->value("status", Json::object()).value("phase", ""))
+        changed = false;  // the same request counted out and in again
+    }
+    if (changed) queue_.Add("sync");
   }
 
   Settings ReadSettings(std::vector<std::string>* problems) {
-    std::map<std::string, std::string> values;
-    if (ObjectPtr secret = settings_->Get(options_.system_namespace + "/" + kSettingsSecret)) {
-      const Json data = secret->value("data", Json::object());
-      for (const auto& [key, value] : data.items()) {
-        if (!value.is_string()) continue;
-        if (auto decoded = kube::DecodeBase64(value.get<std::string>(), "setting " + key))
-          values[key] = *decoded;
-        else
-          problems->push_back(decoded.error());
-      }
-    }
-    return ParseSettings(values, problems);
+    ObjectPtr secret = settings_->Get(options_.system_namespace + "/" + kSettingsSecret);
+    return SettingsFromSecret(secret.get(), problems);
   }
 
   // Every node's facts, read again only where the Node, its Devices object or the settings
@@ -375,11 +399,14 @@ class Term {
     std::vector<std::string> problems;
     const Settings settings = ReadSettings(&problems);
     const std::string settings_key = SettingsKey(settings);
-    Fleet fleet(ReadNodes(settings, settings_key, &problems), settings, options_.manufacturers);
+    auto shared_fleet = std::make_shared<Fleet>(ReadNodes(settings, settings_key, &problems),
+                                                settings, options_.manufacturers);
+    Fleet& fleet = *shared_fleet;
     {
       std::lock_guard lock(cpu_mutex_);
       fleet.SetCpuRequests(node_cpu_);
     }
+    if (node_check_) node_check_->SetFleet(shared_fleet);
     std::vector<Write> writes;
 
     // Nodes: labels (§3.3, §3.7, §3.8) and counting keys (§3.6), each where it changed.
@@ -637,6 +664,7 @@ class Term {
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
   std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
       entrances_, checks_, settings_, pods_;
+  std::unique_ptr<NodeDevicesCheck> node_check_;
   std::map<std::string, Cached> facts_;
   std::mutex cpu_mutex_;
   std::map<std::string, int64_t> node_cpu_;  // millicores
@@ -705,6 +733,29 @@ std::string RenderMetrics(Counters& c) {
   sample("gpustack_worker_write_failures_total", std::to_string(c.write_failures));
   family("gpustack_worker_last_pass_seconds", "gauge", "Duration of the latest reconcile pass.");
   sample("gpustack_worker_last_pass_seconds", std::to_string(c.last_pass_seconds));
+  const NodeCheckCounters check = c.node_check ? c.node_check->Counters() : c.last_check;
+  family("gpustack_node_devices_verdicts_total", "counter",
+         "gpustack-node-devices verdicts written, by state.");
+  sample("gpustack_node_devices_verdicts_total{state=\"Ready\"}", std::to_string(check.ready));
+  sample("gpustack_node_devices_verdicts_total{state=\"Retry\"}", std::to_string(check.retry));
+  family("gpustack_node_devices_write_failures_total", "counter",
+         "Verdicts the apiserver refused (retried).");
+  sample("gpustack_node_devices_write_failures_total", std::to_string(check.write_failures));
+  std::vector<double> sorted = check.decision_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  family("gpustack_node_devices_decision_seconds", "summary",
+         "Time to judge one Workload (the most recent 4096).");
+  for (double q : {0.5, 0.9, 0.99}) {
+    const double v =
+        sorted.empty()
+            ? 0
+            : sorted[std::min(sorted.size() - 1,
+                              static_cast<size_t>(q * static_cast<double>(sorted.size())))];
+    sample("gpustack_node_devices_decision_seconds{quantile=\"" + std::to_string(q).substr(0, 4) +
+               "\"}",
+           std::to_string(v));
+  }
+  sample("gpustack_node_devices_decision_seconds_count", std::to_string(sorted.size()));
   return out;
 }
 
@@ -749,15 +800,22 @@ Result<ManufacturerTable> LoadManufacturers(
 int RunWorker(kube::Client& client, const WorkerOptions& options, const std::atomic<bool>& stop) {
   auto log = Logger("worker");
   Counters counters;
-  node::Exporter health(options.health, {[&] { return RenderMetrics(counters); },
+  std::unique_ptr<AdmissionWebhooks> webhooks;
+  node::Exporter health(options.health, {[&] {
+                                           std::string out = RenderMetrics(counters);
+                                           if (webhooks) out += webhooks->RenderMetrics();
+                                           return out;
+                                         },
                                          [&] {
                                            std::lock_guard lock(counters.mutex);
                                            return counters.snapshot.dump();
                                          },
                                          [&] {
                                            std::lock_guard lock(counters.mutex);
-                                           // A standby is ready (it waits for the Lease),
-                                           // a leader once its caches are synced.
+                                           // A standby is ready (it waits for the Lease and
+                                           // serves webhooks), a leader once its caches are
+                                           // synced.
+                                           if (webhooks && !webhooks->ready()) return false;
                                            return counters.leading ? counters.synced
                                                                    : options.leader_election;
                                          }});
@@ -782,6 +840,15 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
     }
     log->warn("preparing: {} (retrying)", prepared.error());
     std::this_thread::sleep_for(std::chrono::seconds(std::min(attempt + 1, 5)));
+  }
+
+  if (options.webhooks.enabled) {
+    webhooks = std::make_unique<AdmissionWebhooks>(client, options.webhooks,
+                                                   options.system_namespace, options.manufacturers);
+    if (Status started = webhooks->Start(); !started) {
+      log->error("admission webhooks: {}", started.error());
+      return started.failure().code == Code::kInvalidArgument ? 2 : 1;
+    }
   }
 
   std::stop_source stopping;
@@ -826,6 +893,7 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
     }
   }
   watcher.request_stop();
+  if (webhooks) webhooks->Stop();
   health.Stop();
   log->info("stopped");
   return 0;

@@ -19,6 +19,8 @@
 #include "host/kube/leader_election.h"
 #include "host/node/exporter.h"
 #include "host/operator/fleet.h"
+#include "host/operator/node_check.h"
+#include "host/operator/webhooks.h"
 
 namespace gpustack::op {
 
@@ -39,6 +41,10 @@ struct WorkerOptions {
   int write_threads = 8;  // writes of one pass run in parallel
   node::ExporterOptions health;
   bool serve_https = true;
+  // The admission webhooks (every replica) and the gpustack-node-devices check (the leader).
+  WebhookOptions webhooks;
+  bool node_check = true;
+  NodeCheckOptions node_check_options;
   // Reads GPUSTACK_<SETTING> for the first-start seed.
   std::function<std::string(const std::string&)> getenv;
 };

@@ -1,0 +1,510 @@
+#include "host/operator/admission.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <variant>
+
+#include "host/common/base64.h"
+
+namespace gpustack::op {
+namespace {
+
+std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* at = &object;
+  for (const char* step : path) {
+    if (!at->is_object()) return {};
+    auto it = at->find(step);
+    if (it == at->end()) return {};
+    at = &*it;
+  }
+  return at->is_string() ? at->get<std::string>() : std::string();
+}
+
+const Json* ObjectAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* at = &object;
+  for (const char* step : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(step);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at->is_object() ? at : nullptr;
+}
+
+std::vector<ledger::ResourceKind> KindsOf(const ManufacturerTable& table) {
+  std::vector<ledger::ResourceKind> kinds;
+  for (const auto& [key, m] : table) kinds.push_back(m.Kind());
+  return kinds;
+}
+
+// The affinities a request implies: shared N >= 2 needs N free slots on one card (decision 1),
+// a slice of U units a card with U free units.
+struct FitNeeds {
+  int64_t shared_slots = 0;
+  int64_t sliced_units = 0;
+};
+FitNeeds NeedsOf(const std::vector<ledger::ContainerRequest>& requests) {
+  FitNeeds needs;
+  for (const auto& r : requests) {
+    if (r.request.family == ledger::Family::kShared)
+      needs.shared_slots = std::max<int64_t>(needs.shared_slots, r.request.count);
+    if (r.request.family == ledger::Family::kSliced)
+      needs.sliced_units = std::max(needs.sliced_units, r.request.units);
+  }
+  return needs;
+}
+
+// ANDs the fit requirements into `pod_spec`; true when it changed.
+bool AddFitAffinity(Json& pod_spec, const FitNeeds& needs, const std::string& akey) {
+  bool changed = false;
+  if (needs.shared_slots >= 2)
+    changed |= AddRequiredGt(pod_spec, kSharedFitPrefix + akey, needs.shared_slots - 1);
+  if (needs.sliced_units > 0)
+    changed |= AddRequiredGt(pod_spec, kSlicedFitPrefix + akey, needs.sliced_units - 1);
+  return changed;
+}
+
+// The manufacturer whose cards an accelerated InstanceType pools.
+std::string ManufacturerOf(const Json& instance_type, const ManufacturerTable& table) {
+  if (std::string m = StringAt(instance_type, {"status", "detail", "manufacturer"}); !m.empty())
+    return m;
+  const std::string akey = StringAt(instance_type, {"spec", "acceleratorGroup"});
+  for (const auto& [key, m] : table) {
+    if (akey.rfind(key + "-", 0) == 0) return key;
+  }
+  return {};
+}
+
+// The derived keys of one request, as the container must carry them.
+std::map<std::string, std::string> DerivedKeys(const ledger::Request& r) {
+  std::map<std::string, std::string> keys;
+  if (r.family == ledger::Family::kSliced) {
+    keys[r.base + ".sliced.units"] = std::to_string(r.units);
+    keys[r.base + ".sliced.cores-percentage"] = std::to_string(r.cores_percentage);
+  } else if (r.family == ledger::Family::kPartitioned) {
+    keys[r.base + ".partitioned.units"] = std::to_string(r.units);
+  }
+  return keys;
+}
+
+// Whether a quantity the apiserver holds ("320k", canonical) is `value` ("320000").
+bool SameQuantity(const Json& have, const std::string& value) {
+  auto a = MilliQuantity(have), b = MilliQuantity(Json(value));
+  return a && b && *a == *b;
+}
+
+// Finds the container named `name` in the Pod spec: its list and index.
+std::optional<std::pair<std::string, size_t>> FindContainer(const Json& spec,
+                                                            const std::string& name) {
+  for (const char* list : {"initContainers", "containers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (size_t i = 0; i < it->size(); ++i) {
+      if ((*it)[i].is_object() && (*it)[i].value("name", "") == name) return {{list, i}};
+    }
+  }
+  return std::nullopt;
+}
+
+struct PodFacts {
+  std::string queue;
+  std::shared_ptr<const Json> instance_type;
+  std::vector<ledger::ContainerRequest> requests;
+};
+
+// The rules every Pod webhook applies; a denial when they fail, nothing when the Pod is not ours.
+std::variant<PodFacts, Verdict> ReadPod(const AdmissionRequest& request,
+                                        const AdmissionView& view) {
+  if (request.kind != "Pod" || request.operation != "CREATE" || !request.object.is_object())
+    return Verdict{};
+  PodFacts facts;
+  facts.queue = StringAt(request.object, {"metadata", "labels", kQueueNameLabel});
+  if (facts.queue.empty()) return Verdict{};  // not queued: no rule, no fold (§4.1)
+  if (view.instance_type_by_entrance)
+    facts.instance_type = view.instance_type_by_entrance(facts.queue);
+  auto parsed = ledger::ParsePodRequests(request.object, KindsOf(view.manufacturers),
+                                         FoldContextOf(facts.instance_type.get()));
+  if (!parsed) return Deny(403, parsed.error());
+  facts.requests = std::move(parsed).value();
+  if (facts.requests.empty() || !facts.instance_type) return facts;
+  const Json& it = *facts.instance_type;
+  const std::string it_name = StringAt(it, {"metadata", "name"});
+  const std::string& base = facts.requests.front().request.base;
+  if (!it.value("spec", Json::object()).value("acceleratable", false)) {
+    return Deny(403, "metadata.labels[" + std::string(kQueueNameLabel) + "]: Forbidden: queue " +
+                         facts.queue + " fronts the CPU-only InstanceType " + it_name +
+                         ", which has no " + base +
+                         "; use the entrance of an accelerated InstanceType "
+                         "(kubectl get instancetypes)");
+  }
+  const std::string manufacturer = ManufacturerOf(it, view.manufacturers);
+  if (!manufacturer.empty() && manufacturer != facts.requests.front().request.manufacturer) {
+    return Deny(403, "metadata.labels[" + std::string(kQueueNameLabel) + "]: Forbidden: queue " +
+                         facts.queue + " fronts InstanceType " + it_name + " (" + manufacturer +
+                         " cards), which has no " + base);
+  }
+  return facts;
+}
+
+Verdict Allow() { return Verdict{}; }
+
+bool QuotaReserved(const Json& workload) {
+  const Json* status = ObjectAt(workload, {"status"});
+  if (status == nullptr) return false;
+  if (status->contains("admission")) return true;
+  for (const Json& c : status->value("conditions", Json::array())) {
+    if (c.is_object() && c.value("type", "") == "QuotaReserved" && c.value("status", "") == "True")
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Verdict Deny(int code, std::string message) {
+  Verdict v;
+  v.allowed = false;
+  v.code = code;
+  v.message = std::move(message);
+  return v;
+}
+
+Result<AdmissionRequest> DecodeReview(std::string_view body) {
+  Json review = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) return Error{"the body is not JSON"};
+  if (!review.is_object()) return Error{"the body is not a JSON object"};
+  if (StringAt(review, {"apiVersion"}) != "admission.k8s.io/v1" ||
+      StringAt(review, {"kind"}) != "AdmissionReview")
+    return Error{"not an admission.k8s.io/v1 AdmissionReview"};
+  const Json* r = ObjectAt(review, {"request"});
+  if (r == nullptr) return Error{"the AdmissionReview has no request"};
+  AdmissionRequest out;
+  out.uid = StringAt(*r, {"uid"});
+  if (out.uid.empty()) return Error{"the AdmissionReview request has no uid"};
+  out.group = StringAt(*r, {"kind", "group"});
+  out.version = StringAt(*r, {"kind", "version"});
+  out.kind = StringAt(*r, {"kind", "kind"});
+  out.resource = StringAt(*r, {"resource", "resource"});
+  out.sub_resource = StringAt(*r, {"subResource"});
+  out.operation = StringAt(*r, {"operation"});
+  out.name = StringAt(*r, {"name"});
+  out.ns = StringAt(*r, {"namespace"});
+  if (out.kind.empty() || out.operation.empty())
+    return Error{"the AdmissionReview request names no kind or operation"};
+  for (const char* field : {"object", "oldObject"}) {
+    auto it = r->find(field);
+    if (it == r->end() || it->is_null()) continue;
+    if (!it->is_object()) return Error{std::string("request.") + field + " is not an object"};
+    (std::string(field) == "object" ? out.object : out.old_object) = std::move(*it);
+  }
+  if (auto it = r->find("dryRun"); it != r->end() && it->is_boolean())
+    out.dry_run = it->get<bool>();
+  return out;
+}
+
+std::string EncodeReview(const std::string& uid, const Verdict& verdict) {
+  Json response = {{"uid", uid}, {"allowed", verdict.allowed}};
+  if (!verdict.allowed) {
+    response["status"] = {{"code", verdict.code},
+                          {"message", verdict.message},
+                          {"reason", verdict.code == 403   ? "Forbidden"
+                                     : verdict.code == 400 ? "BadRequest"
+                                                           : "InternalError"}};
+  }
+  if (verdict.allowed && !verdict.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = EncodeBase64(verdict.patch.dump());
+  }
+  if (!verdict.warnings.empty()) response["warnings"] = verdict.warnings;
+  return Json{
+      {"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}}
+      .dump();
+}
+
+ledger::FoldContext FoldContextOf(const Json* instance_type) {
+  ledger::FoldContext fold;
+  if (instance_type == nullptr) return fold;
+  const Json* detail = ObjectAt(*instance_type, {"status", "detail"});
+  if (detail == nullptr) return fold;
+  auto mib = [](const Json& object, const char* key) -> uint64_t {
+    auto m = object.find(key);
+    if (m == object.end() || !m->is_number_integer() || m->get<int64_t>() < 0) return 0;
+    return m->get<uint64_t>();
+  };
+  fold.card_memory_mib = mib(*detail, "memory");
+  const Json* physical = ObjectAt(*detail, {"slicedDetail", "physical"});
+  if (physical != nullptr) {
+    for (const Json& p : physical->value("profiles", Json::array())) {
+      if (!p.is_object()) continue;
+      ledger::PartitionProfile profile;
+      profile.name = p.value("name", "");
+      profile.memory_mib = mib(p, "memoryMib");
+      if (!profile.name.empty()) fold.offered_profiles.push_back(std::move(profile));
+    }
+  }
+  return fold;
+}
+
+bool AddRequiredGt(Json& pod_spec, const std::string& key, int64_t value) {
+  const Json requirement = {
+      {"key", key}, {"operator", "Gt"}, {"values", Json::array({std::to_string(value)})}};
+  Json& affinity = pod_spec["affinity"];
+  if (!affinity.is_object()) affinity = Json::object();
+  Json& node = affinity["nodeAffinity"];
+  if (!node.is_object()) node = Json::object();
+  Json& required = node["requiredDuringSchedulingIgnoredDuringExecution"];
+  if (!required.is_object()) required = Json::object();
+  Json& terms = required["nodeSelectorTerms"];
+  if (!terms.is_array() || terms.empty()) terms = Json::array({Json::object()});
+  bool changed = false;
+  for (Json& term : terms) {
+    if (!term.is_object()) term = Json::object();
+    Json& expressions = term["matchExpressions"];
+    if (!expressions.is_array()) expressions = Json::array();
+    if (std::find(expressions.begin(), expressions.end(), requirement) != expressions.end())
+      continue;
+    // One requirement per fit key: a stale value (a Workload updated) is replaced.
+    expressions.erase(
+        std::remove_if(expressions.begin(), expressions.end(),
+                       [&](const Json& e) { return e.is_object() && e.value("key", "") == key; }),
+        expressions.end());
+    expressions.push_back(requirement);
+    changed = true;
+  }
+  return changed;
+}
+
+Verdict MutatePod(const AdmissionRequest& request, const AdmissionView& view) {
+  auto read = ReadPod(request, view);
+  if (auto* verdict = std::get_if<Verdict>(&read)) return *verdict;
+  const PodFacts& facts = std::get<PodFacts>(read);
+  if (facts.requests.empty()) return Allow();
+  Json spec = request.object["spec"];
+  Verdict verdict;
+  for (const ledger::ContainerRequest& r : facts.requests) {
+    auto where = FindContainer(spec, r.container);
+    if (!where) continue;
+    Json& container = spec[where->first][where->second];
+    Json resources = container.value("resources", Json::object());
+    bool changed = false;
+    for (const auto& [key, value] : DerivedKeys(r.request)) {
+      for (const char* section : {"limits", "requests"}) {
+        Json& map = resources[section];
+        if (!map.is_object()) map = Json::object();
+        if (!SameQuantity(map.value(key, Json()), value)) {
+          map[key] = value;
+          changed = true;
+        }
+      }
+    }
+    if (changed) {
+      container["resources"] = resources;
+      verdict.patch.push_back(
+          {{"op", "add"},
+           {"path", "/spec/" + where->first + "/" + std::to_string(where->second) + "/resources"},
+           {"value", resources}});
+    }
+  }
+  const FitNeeds needs = NeedsOf(facts.requests);
+  if (needs.shared_slots >= 2 && !facts.instance_type) {
+    return Deny(403, "metadata.labels[" + std::string(kQueueNameLabel) +
+                         "]: Forbidden: a shared request of " + std::to_string(needs.shared_slots) +
+                         " slots needs the InstanceType fronting queue " + facts.queue +
+                         ", and none does");
+  }
+  if (facts.instance_type) {
+    const std::string akey = StringAt(*facts.instance_type, {"spec", "acceleratorGroup"});
+    if (!akey.empty() && AddFitAffinity(spec, needs, akey)) {
+      verdict.patch.push_back(
+          {{"op", "add"}, {"path", "/spec/affinity"}, {"value", spec["affinity"]}});
+    }
+  }
+  return verdict;
+}
+
+Verdict ValidatePod(const AdmissionRequest& request, const AdmissionView& view) {
+  auto read = ReadPod(request, view);
+  if (auto* verdict = std::get_if<Verdict>(&read)) return *verdict;
+  const PodFacts& facts = std::get<PodFacts>(read);
+  const Json& spec = request.object["spec"];
+  for (const ledger::ContainerRequest& r : facts.requests) {
+    auto where = FindContainer(spec, r.container);
+    if (!where) continue;
+    const Json& container = spec[where->first][where->second];
+    for (const auto& [key, value] : DerivedKeys(r.request)) {
+      const Json* limits = ObjectAt(container, {"resources", "limits"});
+      const Json have = limits != nullptr ? limits->value(key, Json()) : Json();
+      if (!SameQuantity(have, value)) {
+        return Deny(403, "spec." + where->first + "[" + std::to_string(where->second) +
+                             "].resources.limits[" + key + "]: Invalid value: \"" +
+                             (have.is_string() ? have.get<std::string>() : have.dump()) +
+                             "\": must be " + value +
+                             ", as the gpustack Pod webhook derives it (something changed it "
+                             "after that webhook ran)");
+      }
+    }
+  }
+  return Allow();
+}
+
+Verdict MutateWorkload(const AdmissionRequest& request, const AdmissionView& view) {
+  if (!view.settings.workload_fit_affinity || request.kind != "Workload" ||
+      !request.object.is_object())
+    return Allow();
+  if (request.operation != "CREATE" && request.operation != "UPDATE") return Allow();
+  if (request.operation == "UPDATE" && QuotaReserved(request.object)) return Allow();
+  const std::string queue = StringAt(request.object, {"spec", "queueName"});
+  if (queue.empty() || !view.instance_type_by_entrance) return Allow();
+  auto it = view.instance_type_by_entrance(queue);
+  if (!it) return Allow();
+  const std::string akey = StringAt(*it, {"spec", "acceleratorGroup"});
+  if (akey.empty()) return Allow();
+  const Json* spec = ObjectAt(request.object, {"spec"});
+  if (spec == nullptr) return Allow();
+  const Json pod_sets = spec->value("podSets", Json::array());
+  if (!pod_sets.is_array()) return Allow();
+  const auto kinds = KindsOf(view.manufacturers);
+  const auto fold = FoldContextOf(it.get());
+  Verdict verdict;
+  for (size_t i = 0; i < pod_sets.size(); ++i) {
+    const Json* template_spec = ObjectAt(pod_sets[i], {"template", "spec"});
+    if (template_spec == nullptr) continue;
+    auto parsed = ledger::ParsePodRequests(Json{{"spec", *template_spec}}, kinds, fold);
+    if (!parsed || parsed->empty()) continue;  // gate 1 judged the Pod; this only narrows
+    Json pod_spec = *template_spec;
+    if (AddFitAffinity(pod_spec, NeedsOf(*parsed), akey)) {
+      verdict.patch.push_back(
+          {{"op", "add"},
+           {"path", "/spec/podSets/" + std::to_string(i) + "/template/spec/affinity"},
+           {"value", pod_spec["affinity"]}});
+    }
+  }
+  return verdict;
+}
+
+namespace {
+
+const std::regex kGiQuantity("^[1-9][0-9]*Gi$");
+const std::regex kWholeNumber("^[1-9][0-9]*$");
+
+std::string Quoted(const Json& value) {
+  return value.is_string() ? "\"" + value.get<std::string>() + "\"" : value.dump();
+}
+
+}  // namespace
+
+Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&) {
+  if (request.kind != "InstanceType" || request.operation != "CREATE" ||
+      !request.object.is_object())
+    return Allow();
+  const Json& object = request.object;
+  const Json spec = object.value("spec", Json::object());
+  if (!spec.is_object()) return Allow();  // validation says why
+  Verdict verdict;
+  std::string general = spec.value("generalGroup", "");
+  if (general.empty()) {
+    general = "generic";
+    verdict.patch.push_back({{"op", "add"}, {"path", "/spec/generalGroup"}, {"value", general}});
+  }
+  Json labels = object.value("metadata", Json::object()).value("labels", Json::object());
+  if (!labels.is_object()) labels = Json::object();
+  const Json before = labels;
+  const bool acceleratable = spec.value("acceleratable", false);
+  auto stamp = [&](const std::string& key, const std::string& value) { labels[key] = value; };
+  if (spec.contains("os") && spec["os"].is_string()) stamp("kubernetes.io/os", spec["os"]);
+  if (spec.contains("arch") && spec["arch"].is_string()) stamp("kubernetes.io/arch", spec["arch"]);
+  stamp(kAcceleratableLabel, acceleratable ? "true" : "false");
+  const std::string akey = spec.value("acceleratorGroup", "");
+  if (acceleratable && !akey.empty()) stamp(kAcceleratablePrefix + akey, "true");
+  if (general != "generic") stamp(kGeneralPrefix + general, "true");
+  if (!request.name.empty() || object["metadata"].contains("name"))
+    stamp(kEntranceLabel, EntranceName(StringAt(object, {"metadata", "name"})));
+  if (labels != before)
+    verdict.patch.push_back({{"op", "add"}, {"path", "/metadata/labels"}, {"value", labels}});
+  return verdict;
+}
+
+Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionView& view) {
+  if (request.kind != "InstanceType" || !request.object.is_object()) return Allow();
+  const Json& object = request.object;
+  if (object["metadata"].contains("deletionTimestamp")) return Allow();
+  const Json* spec = ObjectAt(object, {"spec"});
+  if (spec == nullptr) return Deny(400, "spec: Required value");
+  if (request.operation == "UPDATE") {
+    const Json* old_spec = ObjectAt(request.old_object, {"spec"});
+    if (old_spec == nullptr) return Allow();
+    std::set<std::string> keys;
+    for (const auto& [k, v] : spec->items()) keys.insert(k);
+    for (const auto& [k, v] : old_spec->items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      if (k == "displayName" || k == "inactive") continue;
+      const Json now = spec->value(k, Json()), was = old_spec->value(k, Json());
+      if (now != was) {
+        return Deny(403,
+                    "spec." + k + ": Invalid value: " + Quoted(now) +
+                        ": field is immutable (only displayName and inactive may change; create "
+                        "a new InstanceType instead)");
+      }
+    }
+    return Allow();
+  }
+  if (request.operation != "CREATE") return Allow();
+  auto text = [&](const char* field) -> std::optional<std::string> {
+    auto it = spec->find(field);
+    if (it == spec->end() || it->is_null()) return std::nullopt;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  if (auto d = text("displayName"); d && d->size() > 64)
+    return Deny(400, "spec.displayName: Too long: may not be longer than 64");
+  if (auto d = text("description"); d && d->size() > 1024)
+    return Deny(400, "spec.description: Too long: may not be longer than 1024");
+  const bool acceleratable = spec->value("acceleratable", false);
+  const auto group = text("acceleratorGroup");
+  if (acceleratable && (!group || group->empty()))
+    return Deny(400,
+                "spec.acceleratorGroup: Required value: an acceleratable InstanceType names "
+                "its accelerator group, e.g. nvidia-a10g");
+  if (!acceleratable && group && !group->empty())
+    return Deny(400,
+                "spec.acceleratorGroup: Forbidden: only an acceleratable InstanceType has "
+                "an accelerator group");
+  for (const char* field : {"os", "arch"}) {
+    if (auto v = text(field); !v || v->empty())
+      return Deny(400, std::string("spec.") + field + ": Required value");
+  }
+  const Json* unit = ObjectAt(*spec, {"unitResources"});
+  if (unit == nullptr) return Deny(400, "spec.unitResources: Required value");
+  const std::string cpu =
+      unit->contains("cpu")
+          ? (*unit)["cpu"].is_string() ? (*unit)["cpu"].get<std::string>() : (*unit)["cpu"].dump()
+          : "";
+  if (cpu.empty()) return Deny(400, "spec.unitResources.cpu: Required value");
+  if (!acceleratable && cpu != "1")
+    return Deny(400, "spec.unitResources.cpu: Invalid value: \"" + cpu +
+                         "\": a CPU-only InstanceType's unit is exactly 1 core");
+  if (acceleratable && !std::regex_match(cpu, kWholeNumber))
+    return Deny(400, "spec.unitResources.cpu: Invalid value: \"" + cpu +
+                         "\": must be a whole number of cores, without a unit (e.g. 8)");
+  if (!unit->contains("ram")) return Deny(400, "spec.unitResources.ram: Required value");
+  auto ram = MilliQuantity((*unit)["ram"]);
+  if (!ram || *ram <= 0)
+    return Deny(400, "spec.unitResources.ram: Invalid value: " + Quoted((*unit)["ram"]) +
+                         ": must be a positive quantity (e.g. 64Gi)");
+  const auto storage = text("localStorage");
+  if (!storage) return Deny(400, "spec.localStorage: Required value");
+  if (!std::regex_match(*storage, kGiQuantity))
+    return Deny(400, "spec.localStorage: Invalid value: \"" + *storage +
+                         "\": must be a whole number of Gi (case-sensitive), e.g. 100Gi");
+  Verdict verdict;
+  if (acceleratable && view.accelerator_group_known && !view.accelerator_group_known(*group)) {
+    verdict.warnings.push_back("no managed node has " + *group +
+                               " cards yet: this InstanceType's queue admits nothing until one "
+                               "joins (kubectl get instancetypes lists the pools there are)");
+  }
+  return verdict;
+}
+
+}  // namespace gpustack::op

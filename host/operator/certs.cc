@@ -1,0 +1,203 @@
+#include "host/operator/certs.h"
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+
+namespace gpustack::op {
+namespace {
+
+template <typename T, void (*Free)(T*)>
+using Owned = std::unique_ptr<T, decltype([](T* p) { Free(p); })>;
+using Key = Owned<EVP_PKEY, EVP_PKEY_free>;
+using Cert = Owned<X509, X509_free>;
+using Bio = Owned<BIO, BIO_free_all>;
+
+std::string Pem(const std::function<int(BIO*)>& write) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  if (!bio || write(bio.get()) != 1) return {};
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size));
+}
+
+Cert ReadCert(const std::string& pem) {
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  return Cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+}
+
+Key ReadKey(const std::string& pem) {
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  return Key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+}
+
+bool AddExtension(X509* cert, X509* issuer, int nid, const std::string& value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
+  if (ext == nullptr) return false;
+  const bool ok = X509_add_ext(cert, ext, -1) == 1;
+  X509_EXTENSION_free(ext);
+  return ok;
+}
+
+// A certificate for `key` named `common_name`, valid from an hour ago (clock skew) for `validity`.
+Cert NewCert(EVP_PKEY* key, const std::string& common_name, std::chrono::seconds validity) {
+  Cert cert(X509_new());
+  if (!cert) return cert;
+  X509_set_version(cert.get(), 2);
+  unsigned char serial[16];
+  RAND_bytes(serial, sizeof serial);
+  serial[0] &= 0x7f;  // positive
+  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
+  BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert.get()));
+  BN_free(bn);
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(validity.count()));
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert.get()), "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
+                             0);
+  X509_set_pubkey(cert.get(), key);
+  return cert;
+}
+
+std::chrono::system_clock::time_point TimeOf(const ASN1_TIME* t) {
+  struct tm tm {};
+  ASN1_TIME_to_tm(t, &tm);
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
+}  // namespace
+
+Result<KeyPair> MakeCertificateAuthority(const std::string& common_name,
+                                         std::chrono::seconds validity) {
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return Error{"cannot make a key for the webhook CA"};
+  Cert cert = NewCert(key.get(), common_name, validity);
+  if (!cert) return Error{"cannot make the webhook CA certificate"};
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
+  if (!AddExtension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+      !AddExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign") ||
+      !AddExtension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"))
+    return Error{"cannot mark the webhook CA certificate as a CA"};
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0)
+    return Error{"cannot sign the webhook CA certificate"};
+  return KeyPair{Pem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), Pem([&](BIO* b) {
+                   return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr,
+                                                   nullptr);
+                 })};
+}
+
+Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& common_name,
+                                       const std::vector<std::string>& dns_names,
+                                       const std::vector<std::string>& ip_addresses,
+                                       std::chrono::seconds validity) {
+  Cert ca_cert = ReadCert(ca.cert_pem);
+  Key ca_key = ReadKey(ca.key_pem);
+  if (!ca_cert || !ca_key) return Error{"the webhook CA's certificate or key is not PEM"};
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return Error{"cannot make a key for the webhook serving certificate"};
+  Cert cert = NewCert(key.get(), common_name, validity);
+  if (!cert) return Error{"cannot make the webhook serving certificate"};
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
+  std::string names;
+  for (const std::string& dns : dns_names) names += (names.empty() ? "" : ",") + ("DNS:" + dns);
+  for (const std::string& ip : ip_addresses) names += (names.empty() ? "" : ",") + ("IP:" + ip);
+  if (names.empty()) return Error{"a serving certificate needs at least one name"};
+  if (!AddExtension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") ||
+      !AddExtension(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature") ||
+      !AddExtension(cert.get(), ca_cert.get(), NID_ext_key_usage, "serverAuth") ||
+      !AddExtension(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always") ||
+      !AddExtension(cert.get(), ca_cert.get(), NID_subject_alt_name, names))
+    return Error{"cannot set the serving certificate's names (" + names + ")"};
+  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
+    return Error{"cannot sign the webhook serving certificate"};
+  return KeyPair{Pem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), Pem([&](BIO* b) {
+                   return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr,
+                                                   nullptr);
+                 })};
+}
+
+Result<CertificateFacts> ReadCertificate(const std::string& cert_pem) {
+  Cert cert = ReadCert(cert_pem);
+  if (!cert) return Error{"not a PEM certificate"};
+  CertificateFacts facts;
+  facts.not_before = TimeOf(X509_get0_notBefore(cert.get()));
+  facts.not_after = TimeOf(X509_get0_notAfter(cert.get()));
+  auto* names = static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; names != nullptr && i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
+    if (name->type == GEN_DNS) {
+      const ASN1_STRING* s = name->d.dNSName;
+      facts.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                                   ASN1_STRING_length(s));
+    } else if (name->type == GEN_IPADD) {
+      const ASN1_OCTET_STRING* ip = name->d.iPAddress;
+      const int length = ASN1_STRING_length(ip);
+      char text[INET6_ADDRSTRLEN] = {};
+      if ((length == 4 || length == 16) &&
+          inet_ntop(length == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text,
+                    sizeof text) != nullptr)
+        facts.ip_addresses.emplace_back(text);
+    }
+  }
+  GENERAL_NAMES_free(names);
+  return facts;
+}
+
+bool SignedBy(const std::string& cert_pem, const std::string& key_pem, const std::string& ca_pem) {
+  Cert cert = ReadCert(cert_pem), ca = ReadCert(ca_pem);
+  Key key = ReadKey(key_pem);
+  if (!cert || !ca || !key) return false;
+  Key ca_public(X509_get_pubkey(ca.get()));
+  return ca_public && X509_verify(cert.get(), ca_public.get()) == 1 &&
+         X509_check_private_key(cert.get(), key.get()) == 1;
+}
+
+bool NeedsRenewal(const KeyPair& serving, const std::string& ca_pem,
+                  const std::vector<std::string>& dns_names,
+                  const std::vector<std::string>& ip_addresses,
+                  std::chrono::system_clock::time_point now, std::string* why) {
+  auto facts = ReadCertificate(serving.cert_pem);
+  if (!facts) {
+    *why = "no readable serving certificate";
+    return true;
+  }
+  if (!SignedBy(serving.cert_pem, serving.key_pem, ca_pem)) {
+    *why = "the serving certificate is not the CA's or its key does not match";
+    return true;
+  }
+  for (const std::string& dns : dns_names) {
+    if (std::find(facts->dns_names.begin(), facts->dns_names.end(), dns) ==
+        facts->dns_names.end()) {
+      *why = "the serving certificate lacks the name " + dns;
+      return true;
+    }
+  }
+  for (const std::string& ip : ip_addresses) {
+    if (std::find(facts->ip_addresses.begin(), facts->ip_addresses.end(), ip) ==
+        facts->ip_addresses.end()) {
+      *why = "the serving certificate lacks the address " + ip;
+      return true;
+    }
+  }
+  const auto life = facts->not_after - facts->not_before;
+  if (now > facts->not_after - life / 3) {
+    *why = "the serving certificate expires soon";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace gpustack::op

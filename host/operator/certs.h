@@ -1,0 +1,49 @@
+// The webhook server's certificates when the worker manages them itself (no cert-manager): a
+// private CA and a serving certificate it signs, kept in one Secret, the CA handed to the
+// apiserver as the webhook configurations' caBundle. Pure OpenSSL; no I/O.
+#ifndef GPUSTACK_HOST_OPERATOR_CERTS_H_
+#define GPUSTACK_HOST_OPERATOR_CERTS_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "host/common/result.h"
+
+namespace gpustack::op {
+
+struct KeyPair {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
+// A self-signed P-256 CA that may sign serving certificates only (pathlen 0).
+Result<KeyPair> MakeCertificateAuthority(const std::string& common_name,
+                                         std::chrono::seconds validity);
+
+// A serving certificate for `dns_names` and `ip_addresses` (subjectAltName), signed by `ca`.
+Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& common_name,
+                                       const std::vector<std::string>& dns_names,
+                                       const std::vector<std::string>& ip_addresses,
+                                       std::chrono::seconds validity);
+
+struct CertificateFacts {
+  std::chrono::system_clock::time_point not_before, not_after;
+  std::vector<std::string> dns_names, ip_addresses;
+};
+// The first certificate of a PEM text; an error when it is not one.
+Result<CertificateFacts> ReadCertificate(const std::string& cert_pem);
+
+// True when `cert_pem` was signed by the first certificate of `ca_pem` and `key_pem` is its key.
+bool SignedBy(const std::string& cert_pem, const std::string& key_pem, const std::string& ca_pem);
+
+// Whether a serving certificate must be made again: unreadable, not signed by the CA, missing a
+// name, or less than a third of its life left.
+bool NeedsRenewal(const KeyPair& serving, const std::string& ca_pem,
+                  const std::vector<std::string>& dns_names,
+                  const std::vector<std::string>& ip_addresses,
+                  std::chrono::system_clock::time_point now, std::string* why);
+
+}  // namespace gpustack::op
+
+#endif  // GPUSTACK_HOST_OPERATOR_CERTS_H_

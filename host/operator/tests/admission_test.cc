@@ -1,0 +1,551 @@
+// The admission webhooks' rules (reference §4, §5.2, §5.4), the AdmissionReview codec, the
+// webhook certificates and gate 3's Judge, without a server: the e2e test drives the same code
+// through a real apiserver and Kueue.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "host/kube/config.h"
+#include "host/ledger/chosen.h"
+#include "host/operator/admission.h"
+#include "host/operator/certs.h"
+#include "host/operator/node_check.h"
+#include "host/operator/webhooks.h"
+
+namespace gpustack::op {
+namespace {
+
+ManufacturerTable Table() {
+  return {{"nvidia", {"nvidia", "nvidia.com/gpu", "mig", "test"}},
+          {"amd", {"amd", "amd.com/gpu", "", "test"}}};
+}
+
+// The derived A10G InstanceType as the worker writes it, with its entrance label and detail.
+Json A10gType() {
+  return {{"metadata",
+           {{"name", "gpustack--nvidia-a10g-linux-amd64"},
+            {"labels", {{kEntranceLabel, "gpustack-fnv64-c4680bb149644f1c"}}}}},
+          {"spec",
+           {{"acceleratable", true},
+            {"acceleratorGroup", "nvidia-a10g"},
+            {"os", "linux"},
+            {"arch", "amd64"}}},
+          {"status", {{"detail", {{"manufacturer", "nvidia"}, {"memory", 24560}}}}}};
+}
+
+Json H100Type() {
+  return {{"metadata", {{"name", "h100"}, {"labels", {{kEntranceLabel, "q-h100"}}}}},
+          {"spec", {{"acceleratable", true}, {"acceleratorGroup", "nvidia-h100-80gb-hbm3"}}},
+          {"status",
+           {{"detail",
+             {{"manufacturer", "nvidia"},
+              {"memory", 81559},
+              {"slicedDetail",
+               {{"physical",
+                 {{"count", 56},
+                  {"profiles",
+                   {{{"name", "1g.10gb"}, {"count", 56}, {"memoryMib", 9856}},
+                    {{"name", "3g.40gb"}, {"count", 16}, {"memoryMib", 40192}}}}}}}}}}}}};
+}
+
+Json CpuType() {
+  return {{"metadata",
+           {{"name", "gpustack--generic-linux-amd64"}, {"labels", {{kEntranceLabel, "q-cpu"}}}}},
+          {"spec", {{"acceleratable", false}}}};
+}
+
+AdmissionView View() {
+  AdmissionView view;
+  view.manufacturers = Table();
+  view.instance_type_by_entrance = [](const std::string& queue) -> std::shared_ptr<const Json> {
+    for (const Json& t : {A10gType(), H100Type(), CpuType()}) {
+      if (t["metadata"]["labels"][kEntranceLabel] == queue) return std::make_shared<Json>(t);
+    }
+    return nullptr;
+  };
+  return view;
+}
+
+Json Pod(const std::string& queue, Json containers, Json init = Json::array()) {
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p"}, {"namespace", "team"}}},
+              {"spec", {{"containers", std::move(containers)}}}};
+  if (!queue.empty()) pod["metadata"]["labels"] = {{kQueueNameLabel, queue}};
+  if (!init.empty()) pod["spec"]["initContainers"] = std::move(init);
+  return pod;
+}
+
+Json Container(const std::string& name, Json limits) {
+  return {{"name", name}, {"image", "busybox"}, {"resources", {{"limits", std::move(limits)}}}};
+}
+
+AdmissionRequest Create(Json object) {
+  AdmissionRequest r;
+  r.uid = "u-1";
+  r.kind = object.value("kind", "");
+  r.operation = "CREATE";
+  r.object = std::move(object);
+  return r;
+}
+
+// The object as the apiserver would store it after `verdict`'s patch.
+Json Patched(const Json& object, const Verdict& verdict) { return object.patch(verdict.patch); }
+
+const std::string kA10gQueue = "gpustack-fnv64-c4680bb149644f1c";
+
+TEST(AdmissionReview, DecodesARealRequestAndRefusesWhatIsNot) {
+  const Json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+                         {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                         {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                         {"operation", "CREATE"},
+                         {"namespace", "team"},
+                         {"object", Pod(kA10gQueue, Json::array())},
+                         {"oldObject", nullptr},
+                         {"dryRun", true}}}};
+  auto r = DecodeReview(review.dump());
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+  EXPECT_EQ(r->kind, "Pod");
+  EXPECT_EQ(r->resource, "pods");
+  EXPECT_EQ(r->ns, "team");
+  EXPECT_TRUE(r->dry_run);
+  EXPECT_TRUE(r->old_object.is_null());
+
+  EXPECT_EQ(DecodeReview("{").error(), "the body is not JSON");
+  EXPECT_EQ(DecodeReview("[]").error(), "the body is not a JSON object");
+  Json bad = review;
+  bad["apiVersion"] = "admission.k8s.io/v1beta1";
+  EXPECT_EQ(DecodeReview(bad.dump()).error(), "not an admission.k8s.io/v1 AdmissionReview");
+  bad = review;
+  bad["request"].erase("uid");
+  EXPECT_EQ(DecodeReview(bad.dump()).error(), "the AdmissionReview request has no uid");
+  bad = review;
+  bad["request"]["object"] = "a string";
+  EXPECT_EQ(DecodeReview(bad.dump()).error(), "request.object is not an object");
+  bad = review;
+  bad["request"]["kind"] = 7;
+  EXPECT_EQ(DecodeReview(bad.dump()).error(),
+            "the AdmissionReview request names no kind or operation");
+}
+
+TEST(AdmissionReview, EncodesAPatchAndADenial) {
+  Verdict allowed;
+  allowed.patch = Json::array({{{"op", "add"}, {"path", "/x"}, {"value", 1}}});
+  const Json a = Json::parse(EncodeReview("u", allowed));
+  EXPECT_EQ(a["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(a["response"]["uid"], "u");
+  EXPECT_EQ(a["response"]["allowed"], true);
+  EXPECT_EQ(a["response"]["patchType"], "JSONPatch");
+  EXPECT_EQ(Json::parse(*kube::DecodeBase64(a["response"]["patch"].get<std::string>(), "patch")),
+            allowed.patch);
+  const Json d = Json::parse(EncodeReview("u", Deny(403, "spec: Forbidden: no")));
+  EXPECT_EQ(d["response"]["allowed"], false);
+  EXPECT_EQ(d["response"]["status"]["code"], 403);
+  EXPECT_EQ(d["response"]["status"]["message"], "spec: Forbidden: no");
+  EXPECT_FALSE(d["response"].contains("patch"));
+}
+
+TEST(PodWebhook, SliceGetsItsUnitsCoresAndFitAffinity) {
+  const Json pod = Pod(
+      kA10gQueue, Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                                  {"nvidia.com/gpu.sliced.memory-percentage", "20"},
+                                                  {"nvidia.com/gpu.sliced.units", "999"}})}));
+  const Verdict v = MutatePod(Create(pod), View());
+  ASSERT_TRUE(v.allowed) << v.message;
+  const Json out = Patched(pod, v);
+  const Json& resources = out["spec"]["containers"][0]["resources"];
+  for (const char* section : {"limits", "requests"}) {
+    EXPECT_EQ(resources[section]["nvidia.com/gpu.sliced.units"], "320000") << section;
+    EXPECT_EQ(resources[section]["nvidia.com/gpu.sliced.cores-percentage"], "100") << section;
+  }
+  const Json term = out["spec"]["affinity"]["nodeAffinity"]
+                       ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+  EXPECT_EQ(term["matchExpressions"][0],
+            Json({{"key", "sliced-max-free-units.fit.gpustack.ai/nvidia-a10g"},
+                  {"operator", "Gt"},
+                  {"values", {"319999"}}}));
+  // The final Pod passes validation; a Pod whose units were changed after us does not.
+  EXPECT_TRUE(ValidatePod(Create(out), View()).allowed);
+  // The apiserver stores the quantity canonically: the same number.
+  Json stored = out;
+  stored["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"] = "320k";
+  EXPECT_TRUE(ValidatePod(Create(stored), View()).allowed);
+  EXPECT_TRUE(MutatePod(Create(stored), View()).patch.empty());
+  Json tampered = out;
+  tampered["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"] = "1";
+  const Verdict denied = ValidatePod(Create(tampered), View());
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.message,
+            "spec.containers[0].resources.limits[nvidia.com/gpu.sliced.units]: Invalid value: "
+            "\"1\": must be 320000, as the gpustack Pod webhook derives it (something changed it "
+            "after that webhook ran)");
+}
+
+TEST(PodWebhook, MemoryMibFoldsThroughTheCardOfTheQueuesType) {
+  const Json pod =
+      Pod(kA10gQueue,
+          Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                          {"nvidia.com/gpu.sliced.memory-mib", "6140"},
+                                          {"nvidia.com/gpu.sliced.cores-percentage", "30"}})}));
+  const Json out = Patched(pod, MutatePod(Create(pod), View()));
+  // floor(6140 x 1,600,000 / 24560) = 400,000.
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"],
+            "400000");
+  EXPECT_EQ(
+      out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.cores-percentage"],
+      "30");
+}
+
+TEST(PodWebhook, PartitionUnitsFoldTheProfileMemory) {
+  const Json pod =
+      Pod("q-h100",
+          Json::array({Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                                          {"nvidia.com/gpu.partitioned.mig-3g.40gb", "1"}})}));
+  const Verdict v = MutatePod(Create(pod), View());
+  ASSERT_TRUE(v.allowed) << v.message;
+  const Json out = Patched(pod, v);
+  // floor(40192 x 1,600,000 / 81559).
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.partitioned.units"],
+            std::to_string(40192LL * 1600000 / 81559));
+  EXPECT_FALSE(out["spec"].contains("affinity"));
+  const Json unknown =
+      Pod("q-h100",
+          Json::array({Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                                          {"nvidia.com/gpu.partitioned.mig-2g.20gb", "1"}})}));
+  const Verdict denied = MutatePod(Create(unknown), View());
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_NE(denied.message.find("Unsupported value: \"2g.20gb\""), std::string::npos)
+      << denied.message;
+}
+
+TEST(PodWebhook, SharedTwoSlotsNeedsACardWithTwoFreeSlots) {
+  const Json pod =
+      Pod(kA10gQueue, Json::array({Container("main", {{"nvidia.com/gpu.shared", "2"}})}));
+  const Json out = Patched(pod, MutatePod(Create(pod), View()));
+  EXPECT_EQ(
+      out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"][0]["matchExpressions"][0]["key"],
+      "shared-max-free-slots.fit.gpustack.ai/nvidia-a10g");
+  // Every existing term gets the requirement (terms are ORed).
+  Json two_terms = pod;
+  two_terms["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+           ["nodeSelectorTerms"] =
+               Json::array({{{"matchExpressions", {{{"key", "a"}, {"operator", "Exists"}}}}},
+                            {{"matchExpressions", {{{"key", "b"}, {"operator", "Exists"}}}}}});
+  const Json both = Patched(two_terms, MutatePod(Create(two_terms), View()));
+  for (const Json& term :
+       both["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+           ["nodeSelectorTerms"])
+    EXPECT_EQ(term["matchExpressions"].size(), 2u);
+  // Without the type fronting the queue the slots cannot be pinned: refused, with the reason.
+  const Json lost =
+      Pod("no-such-queue", Json::array({Container("main", {{"nvidia.com/gpu.shared", "2"}})}));
+  EXPECT_EQ(MutatePod(Create(lost), View()).message,
+            "metadata.labels[kueue.x-k8s.io/queue-name]: Forbidden: a shared request of 2 slots "
+            "needs the InstanceType fronting queue no-such-queue, and none does");
+}
+
+TEST(PodWebhook, RulesRefuseWithTheReferenceMessages) {
+  struct Case {
+    Json containers, init;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {Json::array({Container("a", {{"nvidia.com/gpu", "1"}}),
+                    Container("b", {{"nvidia.com/gpu.sliced", "1"},
+                                    {"nvidia.com/gpu.sliced.memory-percentage", "20"}})}),
+       Json::array(),
+       "spec: Forbidden: a Pod may request only one accelerator family, found [exclusive sliced]"},
+      {Json::array({Container("main", {{"nvidia.com/gpu.sliced", "2"},
+                                       {"nvidia.com/gpu.sliced.memory-percentage", "20"}})}),
+       Json::array(),
+       "spec.containers[0].resources.limits[nvidia.com/gpu.sliced]: Invalid value: \"2\": a "
+       "logical slice request is always a single accelerator; multi-accelerator logical slicing "
+       "is not supported yet"},
+      {Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"}})}), Json::array(),
+       "spec.containers[0].resources.limits: Required value: a nvidia.com/gpu.sliced request "
+       "must set nvidia.com/gpu.sliced.memory-percentage or nvidia.com/gpu.sliced.memory-mib"},
+      {Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                       {"nvidia.com/gpu.sliced.memory-percentage", "20"}}),
+                    Container("side", {{"nvidia.com/gpu.sliced", "1"},
+                                       {"nvidia.com/gpu.sliced.memory-percentage", "20"}})}),
+       Json::array(),
+       "spec: Forbidden: at most one container may request a slicing family, found 2"},
+      {Json::array({Container("main", {{"cpu", "1"}})}),
+       Json::array({{{"name", "sidecar"},
+                     {"restartPolicy", "Always"},
+                     {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}),
+       "spec.initContainers[0].resources.limits: Forbidden: a restartable init container (a "
+       "native sidecar) may not request an accelerator; move the request to an app container"},
+  };
+  for (const Case& c : cases) {
+    const Verdict v = MutatePod(Create(Pod(kA10gQueue, c.containers, c.init)), View());
+    EXPECT_FALSE(v.allowed);
+    EXPECT_EQ(v.code, 403);
+    EXPECT_EQ(v.message, c.message);
+  }
+}
+
+TEST(PodWebhook, OutOfScopePodsPassUntouchedAndTheWrongQueueIsNamed) {
+  // No queue label: no rule, no fold.
+  const Json unqueued = Pod("", Json::array({Container("main", {{"nvidia.com/gpu.sliced", "3"}})}));
+  const Verdict v = MutatePod(Create(unqueued), View());
+  EXPECT_TRUE(v.allowed);
+  EXPECT_TRUE(v.patch.empty());
+  // A CPU Pod on a GPU queue, an exclusive Pod: nothing to write.
+  EXPECT_TRUE(
+      MutatePod(Create(Pod(kA10gQueue, Json::array({Container("main", {{"cpu", "2"}})}))), View())
+          .patch.empty());
+  EXPECT_TRUE(MutatePod(Create(Pod(kA10gQueue,
+                                   Json::array({Container("main", {{"nvidia.com/gpu", "1"}})}))),
+                        View())
+                  .patch.empty());
+  // Accelerators through a CPU queue, another vendor's cards through the A10G queue.
+  EXPECT_EQ(
+      MutatePod(Create(Pod("q-cpu", Json::array({Container("main", {{"nvidia.com/gpu", "1"}})}))),
+                View())
+          .message,
+      "metadata.labels[kueue.x-k8s.io/queue-name]: Forbidden: queue q-cpu fronts the "
+      "CPU-only InstanceType gpustack--generic-linux-amd64, which has no nvidia.com/gpu; use "
+      "the entrance of an accelerated InstanceType (kubectl get instancetypes)");
+  EXPECT_EQ(
+      MutatePod(Create(Pod(kA10gQueue, Json::array({Container("main", {{"amd.com/gpu", "1"}})}))),
+                View())
+          .message,
+      "metadata.labels[kueue.x-k8s.io/queue-name]: Forbidden: queue " + kA10gQueue +
+          " fronts InstanceType gpustack--nvidia-a10g-linux-amd64 (nvidia cards), which has "
+          "no amd.com/gpu");
+}
+
+Json Workload(const Json& pod_spec, bool reserved) {
+  Json w = {
+      {"apiVersion", "kueue.x-k8s.io/v1beta2"},
+      {"kind", "Workload"},
+      {"metadata", {{"name", "w"}, {"namespace", "team"}, {"uid", "wl-1"}}},
+      {"spec",
+       {{"queueName", kA10gQueue},
+        {"podSets", {{{"name", "main"}, {"count", 1}, {"template", {{"spec", pod_spec}}}}}}}}};
+  if (reserved)
+    w["status"] = {{"admission", {{"clusterQueue", "gpustack--nvidia-a10g-linux-amd64"}}}};
+  return w;
+}
+
+TEST(WorkloadWebhook, FitPinsSlicesUntilQuotaIsReserved) {
+  const Json spec = {{"containers",
+                      {Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                          {"nvidia.com/gpu.sliced.memory-percentage", "50"}})}}};
+  AdmissionRequest r = Create(Workload(spec, false));
+  const Verdict v = MutateWorkload(r, View());
+  ASSERT_EQ(v.patch.size(), 1u);
+  EXPECT_EQ(v.patch[0]["path"], "/spec/podSets/0/template/spec/affinity");
+  const Json out = Patched(r.object, v);
+  // Applying it twice changes nothing.
+  EXPECT_TRUE(MutateWorkload(Create(out), View()).patch.empty());
+  r.operation = "UPDATE";
+  r.object = Workload(spec, true);
+  EXPECT_TRUE(MutateWorkload(r, View()).patch.empty());
+  AdmissionView off = View();
+  off.settings.workload_fit_affinity = false;
+  EXPECT_TRUE(MutateWorkload(Create(Workload(spec, false)), off).patch.empty());
+}
+
+Json InstanceType(Json spec) {
+  return {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+          {"kind", "InstanceType"},
+          {"metadata", {{"name", "a10g-12c128g"}}},
+          {"spec", std::move(spec)}};
+}
+
+const Json kCustomSpec = {{"acceleratable", true},
+                          {"acceleratorGroup", "nvidia-a10g"},
+                          {"os", "linux"},
+                          {"arch", "amd64"},
+                          {"unitResources", {{"cpu", "12"}, {"ram", "128Gi"}}},
+                          {"localStorage", "200Gi"}};
+
+TEST(InstanceTypeWebhooks, ValidateCreateAndImmutability) {
+  EXPECT_TRUE(ValidateInstanceType(Create(InstanceType(kCustomSpec)), View()).allowed);
+  auto refused = [&](auto edit) {
+    Json spec = kCustomSpec;
+    edit(spec);
+    return ValidateInstanceType(Create(InstanceType(spec)), View()).message;
+  };
+  EXPECT_EQ(refused([](Json& s) { s.erase("acceleratorGroup"); }),
+            "spec.acceleratorGroup: Required value: an acceleratable InstanceType names its "
+            "accelerator group, e.g. nvidia-a10g");
+  EXPECT_EQ(refused([](Json& s) { s["acceleratable"] = false; }),
+            "spec.acceleratorGroup: Forbidden: only an acceleratable InstanceType has an "
+            "accelerator group");
+  EXPECT_EQ(refused([](Json& s) { s.erase("arch"); }), "spec.arch: Required value");
+  EXPECT_EQ(refused([](Json& s) { s["unitResources"]["cpu"] = "1.5"; }),
+            "spec.unitResources.cpu: Invalid value: \"1.5\": must be a whole number of cores, "
+            "without a unit (e.g. 8)");
+  EXPECT_EQ(refused([](Json& s) {
+              s["acceleratable"] = false;
+              s.erase("acceleratorGroup");
+              s["unitResources"]["cpu"] = "2";
+            }),
+            "spec.unitResources.cpu: Invalid value: \"2\": a CPU-only InstanceType's unit is "
+            "exactly 1 core");
+  EXPECT_EQ(refused([](Json& s) { s["unitResources"]["ram"] = "lots"; }),
+            "spec.unitResources.ram: Invalid value: \"lots\": must be a positive quantity (e.g. "
+            "64Gi)");
+  EXPECT_EQ(refused([](Json& s) { s["localStorage"] = "200GB"; }),
+            "spec.localStorage: Invalid value: \"200GB\": must be a whole number of Gi "
+            "(case-sensitive), e.g. 100Gi");
+
+  AdmissionRequest update = Create(InstanceType(kCustomSpec));
+  update.operation = "UPDATE";
+  update.old_object = InstanceType(kCustomSpec);
+  update.object["spec"]["displayName"] = "A10G, large";
+  update.object["spec"]["inactive"] = true;
+  EXPECT_TRUE(ValidateInstanceType(update, View()).allowed);
+  update.object["spec"]["unitResources"]["cpu"] = "16";
+  EXPECT_EQ(ValidateInstanceType(update, View()).message,
+            "spec.unitResources: Invalid value: {\"cpu\":\"16\",\"ram\":\"128Gi\"}: field is "
+            "immutable (only displayName and inactive may change; create a new InstanceType "
+            "instead)");
+  // A group no pool has: created, with a warning saying why its queue admits nothing.
+  AdmissionView view = View();
+  view.accelerator_group_known = [](const std::string& akey) { return akey == "nvidia-a10g"; };
+  EXPECT_TRUE(ValidateInstanceType(Create(InstanceType(kCustomSpec)), view).warnings.empty());
+  Json a100 = kCustomSpec;
+  a100["acceleratorGroup"] = "nvidia-a100";
+  const Verdict warned = ValidateInstanceType(Create(InstanceType(a100)), view);
+  EXPECT_TRUE(warned.allowed);
+  ASSERT_EQ(warned.warnings.size(), 1u);
+  EXPECT_EQ(warned.warnings[0].rfind("no managed node has nvidia-a100 cards yet", 0), 0u);
+}
+
+TEST(InstanceTypeWebhooks, DefaultingStampsGroupAndLabels) {
+  const Json object = InstanceType(kCustomSpec);
+  const Json out = Patched(object, MutateInstanceType(Create(object), View()));
+  EXPECT_EQ(out["spec"]["generalGroup"], "generic");
+  const Json& labels = out["metadata"]["labels"];
+  EXPECT_EQ(labels["kubernetes.io/os"], "linux");
+  EXPECT_EQ(labels["feature.gpustack.ai/acceleratable"], "true");
+  EXPECT_EQ(labels["acceleratable.feature.gpustack.ai/nvidia-a10g"], "true");
+  // §13.4: FNV-1a of the name.
+  EXPECT_EQ(labels[kEntranceLabel], "gpustack-fnv64-d4c0e6cd72686015");
+}
+
+TEST(WebhookConfigurations, ScopeTimeoutsAndFailurePolicies) {
+  WebhookOptions options;
+  options.url = "https://127.0.0.1:9443/";
+  const auto configs = RenderWebhookConfigurations(options, "gpustack-system", "CA PEM");
+  ASSERT_EQ(configs.size(), 2u);
+  const Json& pods = configs[0]["webhooks"][0];
+  EXPECT_EQ(configs[0]["metadata"]["name"], "gpustack-worker-mutation");
+  EXPECT_EQ(pods["clientConfig"]["url"], "https://127.0.0.1:9443/mutate-pod");
+  EXPECT_EQ(pods["clientConfig"]["caBundle"], kube::EncodeBase64("CA PEM"));
+  EXPECT_EQ(pods["failurePolicy"], "Fail");
+  EXPECT_EQ(pods["namespaceSelector"]["matchExpressions"][0]["values"],
+            Json({"kube-system", "gpustack-system"}));
+  EXPECT_EQ(pods["objectSelector"]["matchExpressions"][0]["key"], "kueue.x-k8s.io/queue-name");
+  EXPECT_EQ(configs[0]["webhooks"][1]["failurePolicy"], "Ignore");  // the Workload fit-pin
+  options.url.clear();
+  options.certificates = "cert-manager";
+  const auto service = RenderWebhookConfigurations(options, "gpustack-system", "");
+  EXPECT_EQ(service[1]["webhooks"][0]["clientConfig"]["service"]["name"],
+            "gpustack-operator-worker-webhook");
+  EXPECT_FALSE(service[1]["webhooks"][0]["clientConfig"].contains("caBundle"));
+  EXPECT_EQ(service[1]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "gpustack-system/gpustack-operator-worker-webhook");
+}
+
+TEST(WebhookCertificates, MadeSignedNamedAndRenewedInTime) {
+  auto ca = MakeCertificateAuthority("test-ca", std::chrono::hours(24 * 365));
+  ASSERT_TRUE(ca) << ca.error();
+  const std::vector<std::string> dns = {"svc.ns.svc"}, ips = {"127.0.0.1"};
+  auto serving = MakeServingCertificate(*ca, "svc", dns, ips, std::chrono::hours(24 * 90));
+  ASSERT_TRUE(serving) << serving.error();
+  EXPECT_TRUE(SignedBy(serving->cert_pem, serving->key_pem, ca->cert_pem));
+  auto other = MakeCertificateAuthority("other", std::chrono::hours(24));
+  EXPECT_FALSE(SignedBy(serving->cert_pem, serving->key_pem, other->cert_pem));
+  auto facts = ReadCertificate(serving->cert_pem);
+  ASSERT_TRUE(facts);
+  EXPECT_EQ(facts->dns_names, dns);
+  EXPECT_EQ(facts->ip_addresses, ips);
+  std::string why;
+  const auto now = std::chrono::system_clock::now();
+  EXPECT_FALSE(NeedsRenewal(*serving, ca->cert_pem, dns, ips, now, &why)) << why;
+  EXPECT_TRUE(NeedsRenewal(*serving, ca->cert_pem, {"other.ns.svc"}, ips, now, &why));
+  EXPECT_EQ(why, "the serving certificate lacks the name other.ns.svc");
+  EXPECT_TRUE(
+      NeedsRenewal(*serving, ca->cert_pem, dns, ips, now + std::chrono::hours(24 * 61), &why));
+  EXPECT_EQ(why, "the serving certificate expires soon");
+  EXPECT_TRUE(NeedsRenewal(*serving, other->cert_pem, dns, ips, now, &why));
+  EXPECT_TRUE(NeedsRenewal({}, ca->cert_pem, dns, ips, now, &why));
+  EXPECT_FALSE(ReadCertificate("not a certificate"));
+}
+
+// Gate 3's arithmetic (§5.2): the same ledger the allocator uses.
+ledger::NodeLedger A10gNode(const std::string& name) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-a10g.devices.json");
+  return ledger::NodeLedger(name, *ledger::SpecFromJson(Json::parse(in)));
+}
+
+PodSetDemand Slice(const std::string& name, uint32_t percent,
+                   std::vector<const ledger::NodeLedger*> candidates) {
+  ledger::Request r;
+  r.manufacturer = "nvidia";
+  r.base = "nvidia.com/gpu";
+  r.family = ledger::Family::kSliced;
+  r.memory_percentage = percent;
+  r.units = ledger::SliceUnits(percent, 0, 24560);
+  return {name, 1, {{"main", r}}, std::move(candidates)};
+}
+
+TEST(NodeDevicesJudge, TwoSixtiesNeedTwoCardsTwoThirtiesShareOne) {
+  const ledger::NodeLedger a = A10gNode("node-a"), b = A10gNode("node-b");
+  // Two 60 % slices in one Workload: one per card, on two nodes.
+  CheckVerdict v = Judge("w", {Slice("x", 60, {&a, &b}), Slice("y", 60, {&a, &b})});
+  ASSERT_TRUE(v.ready) << v.message;
+  ASSERT_EQ(v.placements.size(), 2u);
+  EXPECT_NE(v.placements[0].node, v.placements[1].node);
+  // With one node only, the second is starved, and the message names its role.
+  v = Judge("w", {Slice("x", 60, {&a}), Slice("y", 60, {&a})});
+  EXPECT_FALSE(v.ready);
+  EXPECT_EQ(v.message.rfind("pod set y (a 60 % slice of nvidia.com/gpu, its Pod on one node) fits "
+                            "on no node of its flavor (1 node(s)); node-a: ",
+                            0),
+            0u)
+      << v.message;
+  EXPECT_TRUE(v.placements.empty());
+  // Two 30 % slices share the card.
+  v = Judge("w", {Slice("x", 30, {&a}), Slice("y", 30, {&a})});
+  ASSERT_TRUE(v.ready) << v.message;
+  EXPECT_EQ(v.placements[0].pods[0].at("main")[0].accelerator_id,
+            v.placements[1].pods[0].at("main")[0].accelerator_id);
+  // The candidates' ledgers are not changed by judging.
+  EXPECT_TRUE(a.allocations().empty());
+  // A flavor with no node is said so.
+  v = Judge("w", {Slice("x", 30, {})});
+  EXPECT_NE(v.message.find("the flavor has no managed node with a Devices ledger"),
+            std::string::npos);
+}
+
+TEST(NodeDevicesJudge, APodSetOfManyLandsOnOneNodeAndItsChoiceRoundTrips) {
+  const ledger::NodeLedger a = A10gNode("node-a");
+  PodSetDemand three = Slice("workers", 30, {&a});
+  three.count = 3;
+  CheckVerdict v = Judge("w", {three});
+  ASSERT_TRUE(v.ready) << v.message;
+  ASSERT_EQ(v.placements[0].pods.size(), 3u);
+  three.count = 4;  // 120 % of one card
+  EXPECT_FALSE(Judge("w", {three}).ready);
+
+  ledger::Chosen chosen{"wl-uid", "workers", "node-a", v.placements[0].pods};
+  auto back = ledger::ChosenFromAnnotation(ledger::ToAnnotation(chosen));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->pods, chosen.pods);
+  EXPECT_EQ(back->CardsFor("main").size(), 1u);
+  EXPECT_FALSE(ledger::ChosenFromAnnotation("{\"workload\":\"\"}"));
+}
+
+}  // namespace
+}  // namespace gpustack::op
