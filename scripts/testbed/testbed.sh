@@ -250,11 +250,13 @@ EOF
 
 # The operator's credit transformations (reference §5.1) for the nine manufacturers' resource
 # names. Kueue v0.17 has no IgnoreUndeclared quota check, so the request keys that carry no quota
-# are turned into nothing (Replace with no outputs), and memory and storage are left out.
+# are turned into nothing (Replace with no outputs), and memory and storage are left out, as are
+# the per-profile partition keys (<base>.partitioned.<kind>-<profile>: their cost is the folded
+# .partitioned.units; a prefix, because the profiles are the cards', not a fixed list).
 kueue_resources() {
   local mfr base
   echo "resources:"
-  echo "  excludeResourcePrefixes: [memory, ephemeral-storage, hugepages-]"
+  echo "  excludeResourcePrefixes: [memory, ephemeral-storage, hugepages-, nvidia.com/gpu.partitioned.mig-, alibabacloud.com/ppu.partitioned.mig-]"
   echo "  transformations:"
   for entry in amd:amd.com/gpu ascend:huawei.com/npu cambricon:cambricon.com/mlu hygon:hygon.com/dcu \
       iluvatar:iluvatar.com/gpu metax:metax-tech.com/gpu mthreads:mthreads.com/gpu \

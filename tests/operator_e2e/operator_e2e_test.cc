@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "host/ledger/chosen.h"
 #include "host/ledger/ledger.h"
 #include "host/ledger/views.h"
+#include "host/operator/admission.h"
 #include "host/operator/fleet.h"
 #include "host/runtime/devices_spec.h"
 #include "tests/kube/testbed.h"
@@ -67,7 +70,7 @@ const std::map<std::string, ledger::ResourceKind> kKinds = {
 
 // The kwok Node: NFD's CPU labels, the device manager's labels of §3.4, and in its capacity the
 // tokens its device plugin would advertise (what a kubelet would show).
-Json NodeObject(const FleetNode& n) {
+Json NodeObject(const FleetNode& n, bool allocatable_counting_keys = false) {
   Json capacity = {{"cpu", std::to_string(n.cores)}, {"memory", "64Gi"}, {"pods", "110"}};
   Json labels = {{"type", "gpustack-fleet"},          {"kubernetes.io/os", "linux"},
                  {"kubernetes.io/arch", "amd64"},     {"kubernetes.io/hostname", n.name},
@@ -79,6 +82,12 @@ Json NodeObject(const FleetNode& n) {
     for (const ledger::Group& g : spec.groups) {
       for (const auto& [k, v] : ledger::AdvertisedCounts(ledger, kKinds.at(g.manufacturer)))
         capacity[k] = std::to_string(v);
+      // The counting keys the worker writes into the capacity, as a kubelet mirrors them into
+      // the allocatable (kwok does not): the scheduler fits the derived keys on them.
+      if (allocatable_counting_keys) {
+        for (const auto& [k, v] : ledger::CountingKeys(ledger, kKinds.at(g.manufacturer)))
+          capacity[k] = op::CanonicalQuantity(v);
+      }
     }
   }
   return {
@@ -93,6 +102,17 @@ Json NodeObject(const FleetNode& n) {
          Json::array(
              {{{"key", "kwok.x-k8s.io/node"}, {"value", "fake"}, {"effect", "NoSchedule"}}})}}},
       {"status", {{"capacity", capacity}, {"allocatable", capacity}}}};
+}
+
+// The node's status as above with the counting keys in its allocatable only (its capacity's are
+// the worker's to write).
+Json NodeStatusWithCountingKeys(const FleetNode& n) {
+  Json object = NodeObject(n, true);
+  object["status"].erase("capacity");
+  object.erase("spec");
+  object["metadata"].erase("labels");
+  object["metadata"].erase("annotations");
+  return object;
 }
 
 Json DevicesObject(const FleetNode& n) {
@@ -114,7 +134,7 @@ Json StatusWith(const std::string& node, const Json& spec, const ledger::Request
 class Worker {
  public:
   explicit Worker(std::string name, std::vector<std::string> plugin_dirs = {})
-      : name_(std::move(name)), port_(testing::FreePort()) {
+      : name_(std::move(name)), port_(testing::FreePort()), webhook_port_(testing::FreePort()) {
     const std::string log = std::string(GPUSTACK_E2E_DIR) + "/" + name_ + ".log";
     std::ofstream(log, std::ios::trunc);
     std::vector<std::string> args = {GPUSTACK_BINARY,
@@ -130,16 +150,23 @@ class Worker {
                                      "--kube-leader-election-renew-deadline",
                                      "3",
                                      "--kube-leader-election-retry-period",
-                                     "0.5"};
+                                     "0.5",
+                                     "--webhook-port",
+                                     std::to_string(webhook_port_),
+                                     "--webhook-url",
+                                     "https://127.0.0.1:" + std::to_string(webhook_port_),
+                                     "--node-devices-retry-after",
+                                     "2"};
     for (const std::string& d : plugin_dirs) {
       args.push_back("--plugin-dir");
       args.push_back(d);
     }
-    process_ = std::make_unique<testing::Process>(
-        std::move(args),
-        std::vector<std::string>{"KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
-                                 "GPUSTACK_NODE_MANAGEMENT_MANUAL=true", "PATH=/usr/bin:/bin"},
-        log);
+    std::vector<std::string> env = {"KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
+                                    "GPUSTACK_NODE_MANAGEMENT_MANUAL=true", "PATH=/usr/bin:/bin"};
+    // Real AdmissionReviews for the fuzz corpus (tests/fuzz/corpus), when asked for.
+    if (const char* dump = std::getenv("GPUSTACK_WEBHOOK_DUMP_DIR"))
+      env.push_back(std::string("GPUSTACK_WEBHOOK_DUMP_DIR=") + dump);
+    process_ = std::make_unique<testing::Process>(std::move(args), std::move(env), log);
   }
   bool Start() { return process_->Start(); }
   int Stop(int signal = SIGTERM) { return process_->Stop(signal); }
@@ -161,10 +188,11 @@ class Worker {
     return sum;
   }
   bool Leading() const { return Metrics().find("gpustack_worker_leader 1") != std::string::npos; }
+  int webhook_port() const { return webhook_port_; }
 
  private:
   std::string name_;
-  int port_;
+  int port_, webhook_port_;
   std::unique_ptr<testing::Process> process_;
 };
 
@@ -206,6 +234,10 @@ class OperatorE2e : public ::testing::Test {
     if (worker_ != nullptr) {
       EXPECT_EQ(worker_->Stop(), 0) << worker_->Log();
     }
+    // With no worker left to answer them, the webhooks would refuse every queued Pod of the
+    // suites that follow on this control plane.
+    Kubectl("delete mutatingwebhookconfiguration gpustack-worker-mutation --ignore-not-found");
+    Kubectl("delete validatingwebhookconfiguration gpustack-worker-validation --ignore-not-found");
     delete worker_;
     delete client_;
   }
@@ -604,10 +636,14 @@ TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
   ASSERT_TRUE(made) << made.error();
   EXPECT_TRUE(RowBecomes(
       name, op::EntranceName(name) + " 12/128Gi/200Gi 1/1 10/10 100/100 0/0 0/0 Active"));
-  Json type = *client_->Get(resources::InstanceTypes(), "", name);
-  EXPECT_NE(
-      type["metadata"].value("finalizers", Json::array()).dump().find("gpustack.ai/controlled"),
-      std::string::npos);
+  // The finalizer is written in the same pass as the row, by another write.
+  EXPECT_TRUE(WaitFor([&] {
+    Json type = *client_->Get(resources::InstanceTypes(), "", name);
+    return type["metadata"]
+               .value("finalizers", Json::array())
+               .dump()
+               .find("gpustack.ai/controlled") != std::string::npos;
+  }));
   EXPECT_TRUE(WaitFor([&] { return client_->Get(kClusterQueues, "", name).ok(); }));
   // Deleting it drains and removes its queue first, then the type itself goes.
   Kubectl("delete instancetype " + name + " --wait=false");
@@ -666,6 +702,591 @@ TEST_F(OperatorE2e, SettingsAreReadOnline) {
         "gpustack--intel-xeon-platinum-8259cl--nvidia-tesla-t4-linux-amd64"}) {
     EXPECT_TRUE(client_->Get(resources::InstanceTypes(), "", aware).ok()) << aware;
   }
+}
+
+// ---- Part 2: admission (webhooks, the gpustack-node-devices check) ----
+
+constexpr const char* kH100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
+
+FleetNode H100Mixed() {
+  return {"node-h100", "Intel", "Intel(R) Xeon(R) Platinum 8480+", 224,
+          Expected("nvidia-h100x8-mig-mixed")};
+}
+
+Json Container(const std::string& name, const Json& limits) {
+  return {{"name", name},
+          {"image", "busybox"},
+          {"resources", {{"limits", limits}, {"requests", limits}}}};
+}
+
+Json QueuedPod(const std::string& ns, const std::string& name, const std::string& type,
+               Json containers, Json init = Json::array()) {
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", ns},
+                {"labels", {{"kueue.x-k8s.io/queue-name", op::EntranceName(type)}}}}},
+              {"spec", {{"containers", std::move(containers)}}}};
+  if (!init.empty()) pod["spec"]["initContainers"] = std::move(init);
+  return pod;
+}
+
+std::string Annotation(const Json& object, const std::string& key) {
+  const Json a = object["metadata"].value("annotations", Json::object());
+  return a.value(key, "");
+}
+
+// The Workload Kueue made for Pod `name`, and our check's entry in it.
+Json WorkloadOf(Client& client, const std::string& ns, const std::string& pod) {
+  auto list = client.List(kWorkloads, ns);
+  if (!list) return nullptr;
+  for (const Json& w : list->items) {
+    for (const Json& o : w["metadata"].value("ownerReferences", Json::array()))
+      if (o.value("name", "") == pod) return w;
+  }
+  return nullptr;
+}
+Json CheckOf(const Json& workload) {
+  if (workload.is_null()) return nullptr;
+  for (const Json& c :
+       workload.value("status", Json::object()).value("admissionChecks", Json::array()))
+    if (c.value("name", "") == "gpustack-node-devices") return c;
+  return nullptr;
+}
+
+// Every admitted Pod of `namespaces` charged, by the cards gate 3 chose for it, on its node's
+// ledger: the first charge a card cannot take is an over-commit, returned as the reason.
+std::string OverCommit(Client& client, const std::vector<std::string>& namespaces,
+                       int* admitted = nullptr, int64_t* credits = nullptr) {
+  std::map<std::string, std::unique_ptr<ledger::NodeLedger>> ledgers;
+  int count = 0;
+  for (const std::string& ns : namespaces) {
+    auto pods = client.List(resources::Pods(), ns);
+    if (!pods) return "cannot list Pods: " + pods.error();
+    for (const Json& pod : pods->items) {
+      const std::string text = Annotation(pod, ledger::kChosenAnnotation);
+      // A terminating Pod has given its cards back in Kueue's eyes (kwok runs no allocator).
+      if (text.empty() || pod["metadata"].contains("deletionTimestamp")) continue;
+      auto chosen = ledger::ChosenFromAnnotation(text);
+      if (!chosen) return chosen.error();
+      const std::string bound = pod["spec"].value("nodeName", "");
+      if (!bound.empty() && bound != chosen->node)
+        return pod["metadata"]["name"].get<std::string>() + " runs on " +
+               pod["spec"].value("nodeName", "") + ", chosen for " + chosen->node;
+      auto& ledger = ledgers[chosen->node];
+      if (!ledger) {
+        auto devices = client.Get(resources::Devices(), "", chosen->node);
+        if (!devices) return devices.error();
+        ledger = std::make_unique<ledger::NodeLedger>(chosen->node,
+                                                      *ledger::SpecFromJson((*devices)["spec"]));
+      }
+      for (const auto& [container, charges] : chosen->pods.at(0)) {
+        if (credits != nullptr)
+          for (const ledger::Charge& c : charges) *credits += c.credits;
+        Status restored =
+            ledger->Restore({{pod["metadata"]["uid"].get<std::string>(), container}, charges});
+        if (!restored) return pod["metadata"]["name"].get<std::string>() + ": " + restored.error();
+      }
+      ++count;
+    }
+  }
+  if (admitted != nullptr) *admitted = count;
+  return "";
+}
+
+// What the Pod webhook must derive for a partition of `profile` on the pool of `type` (§4.1): its
+// memory folded through the card's, as the InstanceType's detail publishes them.
+std::string PartitionUnits(const Json& type, const std::string& profile) {
+  const ledger::FoldContext fold = op::FoldContextOf(&type);
+  for (const ledger::PartitionProfile& p : fold.offered_profiles)
+    if (p.name == profile)
+      return std::to_string(ledger::PartitionUnits(p.memory_mib, fold.card_memory_mib));
+  return "no profile " + profile;
+}
+
+class AdmissionE2e : public OperatorE2e {
+ protected:
+  void SetUp() override {
+    // The nodes as a kubelet would show them: the counting keys allocatable, the H100 node of
+    // cluster B beside cluster A.
+    std::vector<FleetNode> nodes = ClusterA();
+    nodes.push_back(H100Mixed());
+    for (const FleetNode& n : nodes) {
+      if (n.name == "node-h100") {
+        ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeObject(n), {"operator-e2e", true}));
+        ASSERT_TRUE(client_->Apply(resources::Devices(), DevicesObject(n), {"operator-e2e", true}));
+      }
+      if (!n.spec.is_null()) {
+        ASSERT_TRUE(client_->Apply(resources::Nodes(), NodeStatusWithCountingKeys(n),
+                                   {"operator-e2e-kubelet", true}, "status"));
+      }
+    }
+    ASSERT_TRUE(WaitFor([&] { return Row(kH100).find(" Active") != std::string::npos; }))
+        << Row(kH100);
+    ns_ = testing::CreateNamespace(*client_, "admission");
+    ASSERT_TRUE(testing::WaitForDefaultServiceAccount(*client_, ns_));
+    ASSERT_TRUE(WaitFor([&] {
+      for (const char* t : {kA10g, kT4, kH100})
+        if (!client_->Get(kLocalQueues, ns_, op::EntranceName(t))) return false;
+      return true;
+    }));
+  }
+  void TearDown() override {
+    Kubectl("delete namespace " + ns_ + " --wait=false");
+    // Kueue gives the quota back once the Pods are gone.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto pods = client_->List(resources::Pods(), ns_);
+          return pods && pods->items.empty();
+        },
+        std::chrono::seconds(60)));
+  }
+
+  Result<Json> Create(const std::string& name, const std::string& type, Json containers,
+                      Json init = Json::array()) {
+    return client_->Create(resources::Pods(),
+                           QueuedPod(ns_, name, type, std::move(containers), std::move(init)));
+  }
+  // The Pod once the check let it through: pinned to a node, with the cards it was counted on.
+  ::testing::AssertionResult Admitted(const std::string& name, Json* out = nullptr) {
+    Json pod;
+    const bool ok = WaitFor(
+        [&] {
+          auto got = client_->Get(resources::Pods(), ns_, name);
+          if (!got) return false;
+          pod = *got;
+          return !pod["spec"].value("nodeName", "").empty() &&
+                 !Annotation(pod, ledger::kChosenAnnotation).empty();
+        },
+        std::chrono::seconds(60));
+    if (out != nullptr) *out = pod;
+    if (ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << name << " not admitted: " << CheckOf(WorkloadOf(*client_, ns_, name)).dump() << "\n"
+           << pod.dump();
+  }
+  // The check's Retry message for Pod `name`: Kueue resets the check to Pending when it evicts,
+  // so the message lives on as a Warning Event on the Pod.
+  std::string RetryMessage(const std::string& name) {
+    std::string message;
+    WaitFor(
+        [&] {
+          auto events = client_->List(
+              resources::Events(), ns_,
+              {.field_selector = "involvedObject.name=" + name + ",reason=NoCardFits"});
+          if (!events || events->items.empty()) return false;
+          message = events->items.back().value("message", "");
+          return true;
+        },
+        std::chrono::seconds(60));
+    return message;
+  }
+  std::string ns_;
+};
+
+TEST_F(AdmissionE2e, PodRulesAnswerThroughTheApiserverWithTheReferenceMessages) {
+  const std::vector<ledger::ResourceKind> kinds = {kKinds.at("nvidia"), kKinds.at("amd")};
+  struct Case {
+    std::string name;
+    Json containers, init;
+    std::string gist;  // the reference's wording (§4.3)
+  };
+  const std::vector<Case> refused = {
+      {"rule1-families",
+       {Container("a", {{"nvidia.com/gpu", "1"}}),
+        Container("b", {{"nvidia.com/gpu.sliced", "1"},
+                        {"nvidia.com/gpu.sliced.memory-percentage", "20"}})},
+       Json::array(),
+       "a Pod may request only one accelerator family, found [exclusive sliced]"},
+      {"rule1-groups",
+       {Container("main", {{"nvidia.com/gpu", "1"}})},
+       {Container("warmup", {{"nvidia.com/gpu", "1"}})},
+       "must sit in one container group"},
+      {"rule2-two",
+       {Container("main", {{"nvidia.com/gpu.sliced", "2"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "20"}})},
+       Json::array(),
+       "a logical slice request is always a single accelerator"},
+      {"rule2-budget",
+       {Container("main", {{"nvidia.com/gpu.sliced", "1"}})},
+       Json::array(),
+       "must set nvidia.com/gpu.sliced.memory-percentage or nvidia.com/gpu.sliced.memory-mib"},
+      {"rule2-both",
+       {Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "20"},
+                           {"nvidia.com/gpu.sliced.memory-mib", "2000"}})},
+       Json::array(),
+       "cannot set both"},
+      {"rule3-two",
+       {Container("main", {{"nvidia.com/gpu.partitioned", "2"},
+                           {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"}})},
+       Json::array(),
+       "a partition request is always a single accelerator; request one Pod per instance"},
+      {"rule3-bare",
+       {Container("main", {{"nvidia.com/gpu.partitioned", "1"}})},
+       Json::array(),
+       "a nvidia.com/gpu.partitioned request must name a profile"},
+      {"rule4",
+       {Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                           {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"},
+                           {"nvidia.com/gpu.partitioned.mig-3g.40gb", "1"}})},
+       Json::array(),
+       "a Pod may request only one partition profile, found [1g.10gb 3g.40gb]"},
+      {"rule5",
+       {Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                           {"nvidia.com/gpu.partitioned.mig-3g.40gb", "2"}})},
+       Json::array(),
+       "a partition profile request must be exactly 1 instance"},
+      {"rule6",
+       {Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "20"}}),
+        Container("side", {{"nvidia.com/gpu.sliced", "1"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "20"}})},
+       Json::array(),
+       "at most one container may request a slicing family, found 2"},
+      {"rule7",
+       {Container("main", {{"cpu", "100m"}})},
+       {{{"name", "sidecar"},
+         {"image", "busybox"},
+         {"restartPolicy", "Always"},
+         {"resources",
+          {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}}}}},
+       "a restartable init container (a native sidecar) may not request an accelerator"},
+  };
+  auto h100 = client_->Get(resources::InstanceTypes(), "", kH100);
+  ASSERT_TRUE(h100);
+  for (const Case& c : refused) {
+    auto created = Create(c.name, kH100, c.containers, c.init);
+    ASSERT_FALSE(created) << c.name << " was created";
+    ASSERT_NE(created.error().find("pods.mutate.gpustack.ai"), std::string::npos)
+        << created.error();
+    // The exact message is the rules' (the pure function the unit tests pin), carried intact.
+    const Json pod = QueuedPod(ns_, c.name, kH100, c.containers, c.init);
+    auto expected = ledger::ParsePodRequests(pod, kinds, op::FoldContextOf(&*h100));
+    ASSERT_FALSE(expected) << c.name;
+    EXPECT_NE(created.error().find("admission webhook \"pods.mutate.gpustack.ai\" denied the "
+                                   "request: " +
+                                   expected.error()),
+              std::string::npos)
+        << c.name << ": " << created.error();
+    EXPECT_NE(expected.error().find(c.gist), std::string::npos) << expected.error();
+  }
+  // Accepted shapes, with what the webhook derived, through the server's dry run.
+  struct Accepted {
+    std::string name, type;
+    Json containers, init;
+    std::map<std::string, std::string> derived;  // container key -> value
+  };
+  const std::vector<Accepted> accepted = {
+      {"two-apps",
+       kT4,
+       {Container("a", {{"nvidia.com/gpu", "1"}}), Container("b", {{"nvidia.com/gpu", "1"}})},
+       Json::array(),
+       {}},
+      {"slice",
+       kA10g,
+       {Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "20"}})},
+       Json::array(),
+       {{"nvidia.com/gpu.sliced.units", "320000"},
+        {"nvidia.com/gpu.sliced.cores-percentage", "100"}}},
+      {"partition",
+       kH100,
+       {Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                           {"nvidia.com/gpu.partitioned.mig-3g.40gb", "1"}})},
+       Json::array(),
+       {{"nvidia.com/gpu.partitioned.units", PartitionUnits(*h100, "3g.40gb")}}},
+      {"sidecar-cpu",
+       kA10g,
+       {Container("main", {{"nvidia.com/gpu", "1"}})},
+       {{{"name", "sidecar"},
+         {"image", "busybox"},
+         {"restartPolicy", "Always"},
+         {"resources", {{"limits", {{"cpu", "100m"}}}}}}},
+       {}},
+      {"slice-and-ssh",
+       kA10g,
+       {Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                           {"nvidia.com/gpu.sliced.memory-percentage", "50"}}),
+        Container("sshd", {{"device.gpustack.ai/nvidia.visibility", "1"}})},
+       Json::array(),
+       {{"nvidia.com/gpu.sliced.units", "800000"}}},
+  };
+  for (const Accepted& a : accepted) {
+    const std::string file = std::string(GPUSTACK_E2E_DIR) + "/" + a.name + ".json";
+    std::ofstream(file) << QueuedPod(ns_, a.name, a.type, a.containers, a.init).dump();
+    int status = 0;
+    const std::string out = Kubectl("create --dry-run=server -o json -f " + file, &status);
+    ASSERT_EQ(status, 0) << a.name << ": " << out;
+    const Json pod = Json::parse(out.substr(out.find('{')));
+    for (const auto& [key, value] : a.derived) {
+      const Json got = pod["spec"]["containers"][0]["resources"]["limits"].value(key, Json());
+      EXPECT_EQ(op::MilliQuantity(got), op::MilliQuantity(Json(value)))
+          << a.name << " " << key << ": " << got;
+    }
+  }
+}
+
+TEST_F(AdmissionE2e, InstanceTypeWebhooksDefaultValidateAndKeepTheShape) {
+  Json type = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+               {"kind", "InstanceType"},
+               {"metadata", {{"name", "e2e-cpu-2c"}}},
+               {"spec",
+                {{"acceleratable", false},
+                 {"os", "linux"},
+                 {"arch", "amd64"},
+                 {"unitResources", {{"cpu", "2"}, {"ram", "4Gi"}}},
+                 {"localStorage", "10Gi"}}}};
+  // §5.4's shape rules: the CRD's own rules answer first (the validating webhook holds the same
+  // ones for a server without them).
+  auto refused = client_->Create(resources::InstanceTypes(), type);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("a CPU-only InstanceType has a unit of exactly 1 CPU"),
+            std::string::npos)
+      << refused.error();
+  type["spec"]["unitResources"]["cpu"] = "1";
+  auto created = client_->Create(resources::InstanceTypes(), type);
+  ASSERT_TRUE(created) << created.error();
+  // The defaulting webhook stamped the schedule labels at creation (§5.4).
+  EXPECT_EQ((*created)["spec"]["generalGroup"], "generic");
+  EXPECT_EQ((*created)["metadata"]["labels"][op::kEntranceLabel], op::EntranceName("e2e-cpu-2c"));
+  EXPECT_EQ((*created)["metadata"]["labels"]["feature.gpustack.ai/acceleratable"], "false");
+  EXPECT_EQ((*created)["metadata"]["labels"]["kubernetes.io/os"], "linux");
+  auto changed = client_->Patch(resources::InstanceTypes(), "", "e2e-cpu-2c", PatchType::kMerge,
+                                {{"spec", {{"localStorage", "20Gi"}}}});
+  ASSERT_FALSE(changed);
+  EXPECT_NE(changed.error().find("only displayName and inactive may change"), std::string::npos)
+      << changed.error();
+  EXPECT_TRUE(client_->Patch(resources::InstanceTypes(), "", "e2e-cpu-2c", PatchType::kMerge,
+                             {{"spec", {{"displayName", "two cores"}}}}));
+  EXPECT_TRUE(client_->Delete(resources::InstanceTypes(), "", "e2e-cpu-2c"));
+  EXPECT_TRUE(WaitFor([&] { return !client_->Get(resources::InstanceTypes(), "", "e2e-cpu-2c"); }));
+
+  // A group no node has yet: created, and kubectl shows the validating webhook's warning.
+  const std::string file = std::string(GPUSTACK_E2E_DIR) + "/a100.json";
+  std::ofstream(file) << Json::parse(R"({
+    "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
+    "metadata": {"name": "e2e-a100"},
+    "spec": {"acceleratable": true, "acceleratorGroup": "nvidia-a100", "os": "linux",
+             "arch": "amd64", "unitResources": {"cpu": "8", "ram": "64Gi"},
+             "localStorage": "100Gi"}})")
+                             .dump();
+  int status = 1;
+  const std::string out = Kubectl("create -f " + file + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("Warning: no managed node has nvidia-a100 cards yet"), std::string::npos)
+      << out;
+  Kubectl("delete instancetype e2e-a100 --wait=false");
+}
+
+TEST_F(AdmissionE2e, GateThreeCountsTheCardsKueueCannotSee) {
+  auto slice = [](int percent) {
+    return Json::array({Container(
+        "main", {{"nvidia.com/gpu.sliced", "1"},
+                 {"nvidia.com/gpu.sliced.memory-percentage", std::to_string(percent)}})});
+  };
+  // Cards are named per node (the fixture nodes share UUIDs): node and card.
+  auto card = [](const Json& pod) {
+    auto chosen = ledger::ChosenFromAnnotation(Annotation(pod, ledger::kChosenAnnotation));
+    return chosen->node + "/" + chosen->pods.at(0).at("main").at(0).accelerator_id;
+  };
+  // Two 30 % slices share a card; 60 % slices do not (T4 pool: 1 card on node-t4-a, 4 on
+  // node-t4-b; best fit packs the fullest node first).
+  Json a, b;
+  ASSERT_TRUE(Create("s30-a", kT4, slice(30)));
+  ASSERT_TRUE(Admitted("s30-a", &a));
+  ASSERT_TRUE(Create("s30-b", kT4, slice(30)));
+  ASSERT_TRUE(Admitted("s30-b", &b));
+  EXPECT_EQ(card(a), card(b));
+  std::set<std::string> sixty;
+  Json last;
+  for (const char* name : {"s60-a", "s60-b", "s60-c"}) {
+    ASSERT_TRUE(Create(name, kT4, slice(60)));
+    ASSERT_TRUE(Admitted(name, &last));
+    EXPECT_TRUE(sixty.insert(card(last)).second) << name << " shares " << card(last);
+    EXPECT_NE(card(last), card(a));
+  }
+  // The Pod is pinned where its cards are, and kwok runs it there.
+  EXPECT_EQ(last["spec"]["nodeSelector"]["kubernetes.io/hostname"], "node-t4-b");
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+
+  // Kueue's credits for node-t4-b's flavor (4 cards, 2.88 used) let two whole cards through; the
+  // cards are not there (one is free): Retry, naming the pod set.
+  ASSERT_TRUE(
+      Create("two-cards", kT4, Json::array({Container("main", {{"nvidia.com/gpu", "2"}})})));
+  const std::string message = RetryMessage("two-cards");
+  EXPECT_EQ(message.rfind("pod set main (2 whole nvidia.com/gpu, its Pod on one node) fits on no "
+                          "node of its flavor",
+                          0),
+            0u)
+      << message;
+  EXPECT_EQ(client_->Get(resources::Pods(), ns_, "two-cards")->at("spec").value("nodeName", ""),
+            "");
+  // A 60 % slice goes: its card frees, and a later retry admits the two cards.
+  ASSERT_TRUE(client_->Delete(resources::Pods(), ns_, "s60-c"));
+  Json two;
+  ASSERT_TRUE(Admitted("two-cards", &two));
+  EXPECT_EQ(two["spec"]["nodeSelector"]["kubernetes.io/hostname"], "node-t4-b");
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+
+  // Each shape is admitted: shared slots and a whole card on the A10G node, then (its card taken)
+  // a slice there waits.
+  ASSERT_TRUE(
+      Create("shared", kA10g, Json::array({Container("main", {{"nvidia.com/gpu.shared", "3"}})})));
+  Json shared;
+  ASSERT_TRUE(Admitted("shared", &shared));
+  EXPECT_EQ(shared["spec"]["nodeSelector"]["kubernetes.io/hostname"], "node-a10g");
+  const Json affinity =
+      shared["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  EXPECT_NE(affinity.dump().find("shared-max-free-slots.fit.gpustack.ai/nvidia-a10g"),
+            std::string::npos)
+      << affinity.dump();
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+}
+
+TEST_F(AdmissionE2e, APartitionLandsOnlyWhereAPlacementIsFree) {
+  // node-h100's GPUs 0-2 are in MIG mode: 3g.40gb has two placements on each, six in all.
+  auto partition =
+      Json::array({Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                                      {"nvidia.com/gpu.partitioned.mig-3g.40gb", "1"}})});
+  std::set<std::pair<std::string, uint32_t>> placements;
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "mig-" + std::to_string(i);
+    ASSERT_TRUE(Create(name, kH100, partition));
+    Json pod;
+    ASSERT_TRUE(Admitted(name, &pod));
+    const ledger::Charge charge =
+        ledger::ChosenFromAnnotation(Annotation(pod, ledger::kChosenAnnotation))
+            ->pods.at(0)
+            .at("main")
+            .at(0);
+    EXPECT_EQ(charge.profile, "3g.40gb");
+    EXPECT_TRUE(placements.insert({charge.accelerator_id, charge.placement.start}).second)
+        << charge.accelerator_id << " " << charge.placement.start;
+  }
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+  // A seventh has no placement, though Kueue's credits (8 cards' worth) would let it in.
+  ASSERT_TRUE(Create("mig-6", kH100, partition));
+  const std::string message = RetryMessage("mig-6");
+  EXPECT_NE(message.find("a 3g.40gb partition of nvidia.com/gpu"), std::string::npos) << message;
+  ASSERT_TRUE(client_->Delete(resources::Pods(), ns_, "mig-0"));
+  ASSERT_TRUE(Admitted("mig-6"));
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+}
+
+TEST_F(AdmissionE2e, TwoHundredRandomPodsNeverOverCommitACard) {
+  std::mt19937 random(20261203);
+  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  auto shape = [&](std::string* type) -> Json {
+    switch (pick(5)) {
+      case 0:
+        *type = std::vector<std::string>{kA10g, kT4, kH100}[pick(3)];
+        return Json::array({Container("main", {{"nvidia.com/gpu", std::to_string(1 + pick(2))}})});
+      case 1:
+        *type = std::vector<std::string>{kA10g, kT4, kH100}[pick(3)];
+        return Json::array(
+            {Container("main", {{"nvidia.com/gpu.shared", std::to_string(1 + pick(4))}})});
+      case 2:
+      case 3:
+        *type = std::vector<std::string>{kA10g, kT4, kH100}[pick(3)];
+        return Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                               {"nvidia.com/gpu.sliced.memory-percentage",
+                                                std::to_string(10 * (1 + pick(7)))}})});
+      default:
+        *type = kH100;
+        return Json::array({Container("main", {{"nvidia.com/gpu.partitioned", "1"},
+                                               {std::string("nvidia.com/gpu.partitioned.mig-") +
+                                                    (pick(2) == 0 ? "1g.10gb" : "3g.40gb"),
+                                                "1"}})});
+    }
+  };
+  std::vector<std::string> live;
+  int created = 0, checks = 0, most_admitted = 0;
+  int64_t most_credits = 0;
+  // node-a10g 1, node-t4-a 1, node-t4-b 4, node-h100 8 cards.
+  const int64_t fleet_credits = 14 * ledger::kCardCredits;
+  for (int step = 0; step < 20; ++step) {
+    for (int i = 0; i < 10; ++i) {
+      std::string type;
+      Json containers = shape(&type);
+      const std::string name = "r" + std::to_string(created++);
+      auto made = Create(name, type, containers);
+      ASSERT_TRUE(made) << name << ": " << made.error();
+      live.push_back(name);
+    }
+    // Some go away (their cards free up for the ones waiting).
+    for (int i = 0; i < 4 && !live.empty(); ++i) {
+      const size_t at = static_cast<size_t>(pick(static_cast<int>(live.size())));
+      static_cast<void>(client_->Delete(resources::Pods(), ns_, live[at]));
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    // The invariant holds at every moment: sampled while Kueue catches up with the step (it
+    // makes a Workload per Pod at a few a second on this 2-core machine).
+    const auto step_started = std::chrono::steady_clock::now();
+    for (bool caught_up = false; !caught_up;) {
+      caught_up = std::chrono::steady_clock::now() - step_started > std::chrono::seconds(20);
+      if (auto workloads = client_->List(kWorkloads, ns_)) {
+        std::set<std::string> owners;
+        for (const Json& w : workloads->items)
+          for (const Json& o : w["metadata"].value("ownerReferences", Json::array()))
+            owners.insert(o.value("name", ""));
+        caught_up |= std::all_of(live.begin(), live.end(),
+                                 [&](const std::string& p) { return owners.contains(p); });
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      int admitted = 0;
+      int64_t credits = 0;
+      const std::string problem = OverCommit(*client_, {ns_}, &admitted, &credits);
+      ASSERT_EQ(problem, "") << "step " << step;
+      most_admitted = std::max(most_admitted, admitted);
+      most_credits = std::max(most_credits, credits);
+      ++checks;
+    }
+  }
+  // Settled: nothing more will be admitted until something leaves.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  int admitted = 0;
+  ASSERT_EQ(OverCommit(*client_, {ns_}, &admitted), "");
+  int retried = 0;
+  if (auto events =
+          client_->List(resources::Events(), ns_, {.field_selector = "reason=NoCardFits"})) {
+    std::set<std::string> pods;
+    for (const Json& e : events->items)
+      if (e["involvedObject"].value("kind", "") == "Pod")
+        pods.insert(e["involvedObject"].value("name", ""));
+    retried = static_cast<int>(pods.size());
+  }
+  RecordProperty("pods_created", created);
+  RecordProperty("pods_admitted_at_end", admitted);
+  RecordProperty("pods_retried_at_end", retried);
+  RecordProperty("over_commit_checks", checks);
+  RecordProperty("most_admitted_at_once", most_admitted);
+  const double fill = static_cast<double>(most_credits) / static_cast<double>(fleet_credits);
+  RecordProperty("most_fleet_fill_percent", std::to_string(100 * fill));
+  std::printf(
+      "created %d, most admitted at once %d (%.0f %% of the fleet's cards), %d checks, "
+      "%d held back with a reason\n",
+      created, most_admitted, 100 * fill, checks, retried);
+  // Where the ones still waiting wait (printed for a failure's reader).
+  std::map<std::string, int> waiting;
+  for (const std::string& name : live) {
+    const Json w = WorkloadOf(*client_, ns_, name);
+    if (w.is_null()) {
+      ++waiting["no workload"];
+      continue;
+    }
+    const Json check = CheckOf(w);
+    std::string where = check.is_null() ? "no check" : "check " + check.value("state", "");
+    for (const Json& c : w["status"].value("conditions", Json::array()))
+      if (c.value("type", "") == "QuotaReserved" && c.value("status", "") == "False")
+        where += ", no quota: " + c.value("message", "").substr(0, 160);
+    ++waiting[where];
+  }
+  for (const auto& [where, n] : waiting) std::printf("  %3d %s\n", n, where.c_str());
+  // Not vacuous: the fleet filled up, and the check both admitted and held back.
+  EXPECT_GT(fill, 0.5);
+  EXPECT_GT(retried, 0);
 }
 
 TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {
