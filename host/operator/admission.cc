@@ -508,3 +508,272 @@ Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionVie
 }
 
 }  // namespace gpustack::op
+
+namespace gpustack::op {
+namespace {
+
+// The whole number a quantity holds ("2", 2, "2000m"); nothing when it is not one.
+std::optional<int64_t> WholeQuantity(const Json& value) {
+  auto milli = MilliQuantity(value);
+  if (!milli || *milli % 1000 != 0) return std::nullopt;
+  return *milli / 1000;
+}
+
+std::string MilliText(int64_t milli) {
+  return milli % 1000 == 0 ? std::to_string(milli / 1000) : std::to_string(milli) + "m";
+}
+
+// A memory quantity in bytes, written back as Mi (or Gi when whole).
+std::string BytesText(int64_t bytes) {
+  constexpr int64_t kMi = 1 << 20, kGi = int64_t{1} << 30;
+  if (bytes % kGi == 0) return std::to_string(bytes / kGi) + "Gi";
+  return std::to_string((bytes + kMi - 1) / kMi) + "Mi";
+}
+
+int64_t NumberAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* at = &object;
+  for (const char* step : path) {
+    if (!at->is_object()) return 0;
+    auto it = at->find(step);
+    if (it == at->end()) return 0;
+    at = &*it;
+  }
+  if (at->is_number_integer()) return at->get<int64_t>();
+  if (auto whole = WholeQuantity(*at)) return *whole;
+  return 0;
+}
+
+struct InstanceAsk {
+  int64_t accelerator = 0;  // cards (0: none asked)
+  bool accelerator_given = false;
+  int64_t memory_percentage = 0, cores_percentage = 0;
+  std::string profile;
+};
+
+// What share of one unit the Instance takes, in thousandths: N cards x 1000, a slice its memory
+// percentage x 10, a partition its profile's memory over the card's.
+int64_t UnitShareMilli(const InstanceAsk& ask, const Json& type) {
+  if (!ask.profile.empty()) {
+    const ledger::FoldContext fold = FoldContextOf(&type);
+    for (const ledger::PartitionProfile& p : fold.offered_profiles) {
+      if (p.name == ask.profile && fold.card_memory_mib > 0)
+        return std::max<int64_t>(1,
+                                 static_cast<int64_t>(p.memory_mib * 1000 / fold.card_memory_mib));
+    }
+    return 1000;
+  }
+  if (ask.memory_percentage > 0) return ask.memory_percentage * 10;
+  return std::max<int64_t>(1, ask.accelerator) * 1000;
+}
+
+InstanceAsk AskOf(const Json& resources) {
+  InstanceAsk ask;
+  if (resources.contains("accelerator")) {
+    ask.accelerator_given = true;
+    ask.accelerator = WholeQuantity(resources["accelerator"]).value_or(-1);
+  }
+  ask.memory_percentage = resources.value("acceleratorSlicedMemoryPercentage", int64_t{0});
+  ask.cores_percentage = resources.value("acceleratorSlicedCoresPercentage", int64_t{0});
+  ask.profile = resources.value("acceleratorPartitionedProfile", "");
+  return ask;
+}
+
+// The spec fields a running Instance cannot change (its Pod would have to be made again).
+constexpr const char* kTemplateFields[] = {"type",
+                                           "image",
+                                           "imagePullPolicy",
+                                           "command",
+                                           "privileged",
+                                           "ports",
+                                           "env",
+                                           "resources",
+                                           "volumeMount",
+                                           "imagePullSecret",
+                                           "volume",
+                                           "additionalVolumes",
+                                           "sshPublicKey",
+                                           "nodeName"};
+
+}  // namespace
+
+Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& view) {
+  if (request.kind != "Instance" || !request.object.is_object() ||
+      (request.operation != "CREATE" && request.operation != "UPDATE"))
+    return Verdict{};
+  const Json* spec = ObjectAt(request.object, {"spec"});
+  if (spec == nullptr || !view.instance_type_by_name) return Verdict{};
+  auto type = view.instance_type_by_name(spec->value("type", ""));
+  if (!type) return Verdict{};  // validation names it
+  Json resources = spec->value("resources", Json::object());
+  if (!resources.is_object()) return Verdict{};
+  const Json before = resources;
+  const bool accelerated = (*type)["spec"].value("acceleratable", false);
+  InstanceAsk ask = AskOf(resources);
+  if (accelerated && !ask.accelerator_given) {
+    resources["accelerator"] = 1;
+    ask.accelerator = 1;
+  }
+  if (ask.memory_percentage > 0 && ask.cores_percentage == 0)
+    resources["acceleratorSlicedCoresPercentage"] = 100;  // decision 6
+  const Json unit = (*type)["spec"].value("unitResources", Json::object());
+  const int64_t share = accelerated ? UnitShareMilli(ask, *type) : 1000;
+  if (!resources.contains("cpu")) {
+    if (auto cpu = MilliQuantity(unit.value("cpu", Json())))
+      resources["cpu"] = MilliText(std::max<int64_t>(1, *cpu * share / 1000));
+  }
+  if (!resources.contains("ram")) {
+    if (auto ram = MilliQuantity(unit.value("ram", Json())))
+      resources["ram"] = BytesText(*ram / 1000 * share / 1000);
+  }
+  Verdict verdict;
+  if (resources != before)
+    verdict.patch.push_back({{"op", "add"}, {"path", "/spec/resources"}, {"value", resources}});
+  return verdict;
+}
+
+Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& view) {
+  if (request.kind != "Instance" || !request.object.is_object()) return Verdict{};
+  if (request.operation != "CREATE" && request.operation != "UPDATE") return Verdict{};
+  const Json& object = request.object;
+  if (object["metadata"].contains("deletionTimestamp")) return Verdict{};
+  const Json* spec = ObjectAt(object, {"spec"});
+  if (spec == nullptr) return Deny(400, "spec: Required value");
+  const Json* old_spec =
+      request.operation == "UPDATE" ? ObjectAt(request.old_object, {"spec"}) : nullptr;
+
+  // What a running Instance may not change, and when it may start.
+  if (old_spec != nullptr) {
+    const bool was_stopped = old_spec->value("stop", false);
+    if (!was_stopped) {
+      for (const char* field : kTemplateFields) {
+        if (spec->value(field, Json()) != old_spec->value(field, Json())) {
+          return Deny(403, std::string("spec.") + field +
+                               ": Forbidden: stop the Instance first (spec.stop: true); a "
+                               "running Instance's " +
+                               field + " cannot change");
+        }
+      }
+    }
+    if (was_stopped && !spec->value("stop", false)) {
+      const std::string phase = StringAt(request.old_object, {"status", "phase"});
+      if (phase != "Stopped")
+        return Deny(403, "spec.stop: Forbidden: the Instance is " +
+                             (phase.empty() ? std::string("not Stopped yet") : phase) +
+                             "; it can start again once its phase is Stopped");
+    }
+  }
+  if (spec->value("privileged", false) && !view.settings.instance_privileged_allowed &&
+      !(old_spec != nullptr && old_spec->value("privileged", false)))
+    return Deny(403,
+                "spec.privileged: Forbidden: privileged Instances are not allowed here (an "
+                "administrator can allow them with the setting instance-privileged-allowed)");
+  const Json volumes = spec->value("additionalVolumes", Json::array());
+  for (size_t i = 0; volumes.is_array() && i < volumes.size(); ++i) {
+    if (volumes[i].is_object() && volumes[i].contains("hostPath") &&
+        !view.settings.instance_host_path_volume_allowed)
+      return Deny(403, "spec.additionalVolumes[" + std::to_string(i) +
+                           "].hostPath: Forbidden: host paths are not allowed here (an "
+                           "administrator can allow them with the setting "
+                           "instance-host-path-volume-allowed)");
+  }
+  // The resources are judged when a grant is taken: at creation, at a change, at a start.
+  const bool judged = old_spec == nullptr ||
+                      spec->value("type", Json()) != old_spec->value("type", Json()) ||
+                      spec->value("resources", Json()) != old_spec->value("resources", Json()) ||
+                      (old_spec->value("stop", false) && !spec->value("stop", false));
+  if (!judged) return Verdict{};
+  const std::string type_name = spec->value("type", "");
+  auto type = view.instance_type_by_name ? view.instance_type_by_name(type_name) : nullptr;
+  if (!type)
+    return Deny(400, "spec.type: Not found: \"" + type_name +
+                         "\": no such InstanceType (kubectl get instancetypes)");
+  const Json resources = spec->value("resources", Json::object());
+  const InstanceAsk ask = AskOf(resources);
+  const Json& t = *type;
+  const bool accelerated = t["spec"].value("acceleratable", false);
+  const bool asks_card = ask.accelerator > 0 || ask.memory_percentage > 0 || !ask.profile.empty();
+  if (ask.accelerator < 0)
+    return Deny(400, "spec.resources.accelerator: Invalid value: " +
+                         resources["accelerator"].dump() + ": must be a whole number of cards");
+  if (!accelerated && asks_card)
+    return Deny(
+        403, "spec.resources.accelerator: Forbidden: InstanceType " + type_name + " is CPU-only");
+  if (!ask.profile.empty() && ask.memory_percentage > 0)
+    return Deny(403,
+                "spec.resources: Forbidden: a hardware partition and a logical slice "
+                "percentage are mutually exclusive");
+  if ((!ask.profile.empty() || ask.memory_percentage > 0) && ask.accelerator != 1)
+    return Deny(400,
+                "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
+                    ": a slice or a partition is always exactly 1 accelerator");
+  if (accelerated && !ask.profile.empty()) {
+    const std::string manufacturer = ManufacturerOf(t, view.manufacturers);
+    auto m = view.manufacturers.find(manufacturer);
+    if (m != view.manufacturers.end() && m->second.partition_kind.empty())
+      return Deny(403, "spec.resources.acceleratorPartitionedProfile: Forbidden: " + manufacturer +
+                           " cards cannot be partitioned");
+    const ledger::FoldContext fold = FoldContextOf(&t);
+    std::string offered;
+    bool found = false;
+    for (const ledger::PartitionProfile& p : fold.offered_profiles) {
+      offered += (offered.empty() ? "" : " ") + p.name;
+      found |= p.name == ask.profile;
+    }
+    if (!found)
+      return Deny(400, "spec.resources.acceleratorPartitionedProfile: Unsupported value: \"" +
+                           ask.profile + "\": InstanceType " + type_name + " offers [" + offered +
+                           "]");
+  }
+  if (accelerated && ask.memory_percentage > 0 &&
+      NumberAt(t, {"status", "detail", "slicedDetail", "logical", "count"}) == 0) {
+    const bool partitioned =
+        NumberAt(t, {"status", "detail", "slicedDetail", "physical", "count"}) > 0;
+    return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Forbidden: InstanceType " +
+                         type_name + " has no card that takes logical slices" +
+                         (partitioned ? "; its cards are partitioned: ask for "
+                                        "acceleratorPartitionedProfile instead"
+                                      : ""));
+  }
+  if (accelerated && ask.profile.empty() && ask.memory_percentage == 0) {
+    const int64_t capacity = NumberAt(t, {"status", "accelerator", "capacity"});
+    if (ask.accelerator > capacity)
+      return Deny(403,
+                  "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
+                      ": InstanceType " + type_name + " has " + std::to_string(capacity) +
+                      " whole card(s) in all (an Instance waits while they are busy, never "
+                      "for more than there are)");
+  }
+  const Json unit = t["spec"].value("unitResources", Json::object());
+  if (resources.contains("ram")) {
+    auto ram = MilliQuantity(resources["ram"]);
+    auto unit_ram = MilliQuantity(unit.value("ram", Json()));
+    const int64_t count = accelerated ? std::max<int64_t>(1, ask.accelerator) : 1;
+    if (!ram) return Deny(400, "spec.resources.ram: Invalid value: must be a quantity");
+    if (unit_ram && *ram > *unit_ram * count)
+      return Deny(403, "spec.resources.ram: Invalid value: " + resources["ram"].dump() +
+                           ": at most " + unit.value("ram", "") + " x " + std::to_string(count) +
+                           " on InstanceType " + type_name);
+  }
+  if (resources.contains("localStorage")) {
+    auto storage = MilliQuantity(resources["localStorage"]);
+    auto limit = MilliQuantity(t["spec"].value("localStorage", Json()));
+    if (!storage)
+      return Deny(400, "spec.resources.localStorage: Invalid value: must be a quantity");
+    if (limit && *storage > *limit)
+      return Deny(403, "spec.resources.localStorage: Invalid value: " +
+                           resources["localStorage"].dump() + ": at most " +
+                           t["spec"].value("localStorage", "") + " on InstanceType " + type_name);
+  }
+  if (!accelerated && resources.contains("cpu")) {
+    auto cpu = MilliQuantity(resources["cpu"]);
+    const int64_t capacity = NumberAt(t, {"status", "cpu", "capacity"});
+    if (!cpu) return Deny(400, "spec.resources.cpu: Invalid value: must be a quantity");
+    if (*cpu > capacity * 1000)
+      return Deny(403, "spec.resources.cpu: Invalid value: " + resources["cpu"].dump() +
+                           ": InstanceType " + type_name + " has " + std::to_string(capacity) +
+                           " cores in all");
+  }
+  return Verdict{};
+}
+
+}  // namespace gpustack::op

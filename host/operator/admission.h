@@ -26,6 +26,8 @@ inline constexpr const char* kValidatePodPath = "/validate-pod";
 inline constexpr const char* kMutateWorkloadPath = "/mutate-workload";
 inline constexpr const char* kMutateInstanceTypePath = "/mutate-instancetype";
 inline constexpr const char* kValidateInstanceTypePath = "/validate-instancetype";
+inline constexpr const char* kMutateInstancePath = "/mutate-instance";
+inline constexpr const char* kValidateInstancePath = "/validate-instance";
 
 // The Kueue label that names a Pod's LocalQueue.
 inline constexpr const char* kQueueNameLabel = "kueue.x-k8s.io/queue-name";
@@ -65,6 +67,8 @@ struct AdmissionView {
   // The InstanceType whose entrance is `queue` (label schedule.gpustack.ai/queue-entrance), or
   // null when no InstanceType fronts it.
   std::function<std::shared_ptr<const Json>(const std::string& queue)> instance_type_by_entrance;
+  // The InstanceType named `name`, or null.
+  std::function<std::shared_ptr<const Json>(const std::string& name)> instance_type_by_name;
   // Whether a pool of this accelerator group (aKey) exists; unset: not asked.
   std::function<bool(const std::string& akey)> accelerator_group_known;
 };
@@ -87,6 +91,16 @@ Verdict MutateWorkload(const AdmissionRequest& request, const AdmissionView& vie
 // InstanceType defaulting and validation (§5.4).
 Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView& view);
 Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionView& view);
+
+// Instance defaulting (reference §4.4, §7): an accelerated type's Instance asks for 1 card when
+// it names none, a slice's compute defaults to 100 %, and cpu/ram default to the type's unit
+// scaled by what the Instance takes of a card (whole cards x N, a slice by its memory share, a
+// partition by its profile's memory share).
+Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& view);
+// Instance validation (§4.4, §7): the keys the resources map to must make sense on the type's
+// pool (refused at admission, never left Pending), what a stopped-only change is, and the
+// settings that allow privileged containers and host paths.
+Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& view);
 
 // The node affinity requirement `key Gt value` ANDed into every required term of `pod_spec`
 // (a new term when it has none); false when an identical requirement is already there.

@@ -28,6 +28,8 @@ constexpr Binding kBindings[] = {
     {"instance-type-drain-when-no-flavors", &Settings::drain_when_no_flavors},
     {"instance-type-aware-cpu-manufacturer", &Settings::aware_cpu_manufacturer},
     {"workload-fit-affinity", &Settings::workload_fit_affinity},
+    {"instance-privileged-allowed", &Settings::instance_privileged_allowed},
+    {"instance-host-path-volume-allowed", &Settings::instance_host_path_volume_allowed},
 };
 
 }  // namespace
@@ -46,6 +48,9 @@ const std::vector<SettingInfo>& KnownSettings() {
        "Drain a queue whose pool lost all its flavors before emptying its groups."},
       {"instance-type-aware-cpu-manufacturer", "false", "Split pools per CPU key."},
       {"workload-fit-affinity", "true", "Pin Workloads to nodes with a card that fits."},
+      {"instance-privileged-allowed", "false", "Instances may ask for a privileged container."},
+      {"instance-host-path-volume-allowed", "false",
+       "Instances may mount host paths as additional volumes."},
   };
   return known;
 }

@@ -25,6 +25,8 @@ struct Settings {
   bool drain_when_no_flavors = true;
   bool aware_cpu_manufacturer = false;
   bool workload_fit_affinity = true;
+  bool instance_privileged_allowed = false;        // read by the Instance webhook
+  bool instance_host_path_volume_allowed = false;  // read by the Instance webhook
 };
 
 struct SettingInfo {

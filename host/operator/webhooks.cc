@@ -129,20 +129,31 @@ std::vector<Json> RenderWebhookConfigurations(const WebhookOptions& options,
       "instancetypes.validate.gpustack.ai", kValidateInstanceTypePath,
       rule("worker.gpustack.ai", "v1alpha1", "instancetypes", {"CREATE", "UPDATE"}, "Cluster"),
       "Fail", 5);
+  Json instance_mutate = webhook(
+      "instances.mutate.gpustack.ai", kMutateInstancePath,
+      rule("worker.gpustack.ai", "v1alpha1", "instances", {"CREATE", "UPDATE"}, "Namespaced"),
+      "Fail", 5);
+  instance_mutate["namespaceSelector"] = namespaces;
+  Json instance_validate = webhook(
+      "instances.validate.gpustack.ai", kValidateInstancePath,
+      rule("worker.gpustack.ai", "v1alpha1", "instances", {"CREATE", "UPDATE"}, "Namespaced"),
+      "Fail", 5);
+  instance_validate["namespaceSelector"] = namespaces;
   Json metadata = {{"labels", {{kPartOfLabel, kPartOf}}}};
   if (options.certificates == "cert-manager") {
     metadata["annotations"] = {
         {"cert-manager.io/inject-ca-from", system_namespace + "/" + options.certificate}};
   }
-  Json mutating = {{"apiVersion", "admissionregistration.k8s.io/v1"},
-                   {"kind", "MutatingWebhookConfiguration"},
-                   {"metadata", metadata},
-                   {"webhooks", Json::array({pod_mutate, workload_mutate, type_mutate})}};
+  Json mutating = {
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", "MutatingWebhookConfiguration"},
+      {"metadata", metadata},
+      {"webhooks", Json::array({pod_mutate, workload_mutate, type_mutate, instance_mutate})}};
   mutating["metadata"]["name"] = kMutatingConfiguration;
   Json validating = {{"apiVersion", "admissionregistration.k8s.io/v1"},
                      {"kind", "ValidatingWebhookConfiguration"},
                      {"metadata", metadata},
-                     {"webhooks", Json::array({pod_validate, type_validate})}};
+                     {"webhooks", Json::array({pod_validate, type_validate, instance_validate})}};
   validating["metadata"]["name"] = kValidatingConfiguration;
   return {mutating, validating};
 }
@@ -178,6 +189,9 @@ struct AdmissionWebhooks::State {
         [this](const std::string& queue) -> std::shared_ptr<const Json> {
       auto found = instance_types->ByIndex(kEntranceIndex, queue);
       return found.empty() ? nullptr : found.front();
+    };
+    view.instance_type_by_name = [this](const std::string& name) -> std::shared_ptr<const Json> {
+      return instance_types->Get(name);
     };
     view.accelerator_group_known = [this](const std::string& akey) {
       // The worker derives one InstanceType per pool from the nodes it manages.
@@ -361,7 +375,9 @@ Status AdmissionWebhooks::Start() {
                             {kValidatePodPath, &ValidatePod},
                             {kMutateWorkloadPath, &MutateWorkload},
                             {kMutateInstanceTypePath, &MutateInstanceType},
-                            {kValidateInstanceTypePath, &ValidateInstanceType}}) {
+                            {kValidateInstanceTypePath, &ValidateInstanceType},
+                            {kMutateInstancePath, &MutateInstance},
+                            {kValidateInstancePath, &ValidateInstance}}) {
     handlers[path] = [&s, rule](const std::string& body) { return s.Handle(body, rule); };
   }
   s.server = std::make_unique<WebhookServer>(s.options.server, std::move(handlers));

@@ -51,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (queue == "none") return nullptr;
       return std::make_shared<Json>(TypeFor(queue));
     };
+    v.instance_type_by_name = v.instance_type_by_entrance;
     return v;
   }();
   using Rule = op::Verdict (*)(const op::AdmissionRequest&, const op::AdmissionView&);

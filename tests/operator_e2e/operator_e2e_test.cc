@@ -1080,6 +1080,66 @@ TEST_F(AdmissionE2e, InstanceTypeWebhooksDefaultValidateAndKeepTheShape) {
   Kubectl("delete instancetype e2e-a100 --wait=false");
 }
 
+TEST_F(AdmissionE2e, InstanceWebhooksDefaultAndRefuseAtAdmission) {
+  auto instance = [&](const std::string& name, const std::string& type, const Json& resources) {
+    return Json{{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+                {"kind", "Instance"},
+                {"metadata", {{"name", name}, {"namespace", ns_}}},
+                {"spec",
+                 {{"type", type},
+                  {"image", "busybox"},
+                  {"volume", {{"ephemeral", {{"capacity", "1Gi"}}}}},
+                  {"resources", resources}}}};
+  };
+  // §12.9's sliced Instance: the unit (8 CPU / 64Gi) scaled by the 20 % it takes.
+  auto made =
+      client_->Create(resources::Instances(),
+                      instance("sliced", kA10g, {{"acceleratorSlicedMemoryPercentage", 20}}));
+  ASSERT_TRUE(made) << made.error();
+  const Json& r = (*made)["spec"]["resources"];
+  EXPECT_EQ(r.value("accelerator", Json()), 1) << r.dump();
+  EXPECT_EQ(r.value("acceleratorSlicedCoresPercentage", Json()), 100) << r.dump();
+  EXPECT_EQ(r.value("cpu", Json()), "1600m") << r.dump();
+  EXPECT_EQ(r.value("ram", Json()), "13108Mi") << r.dump();
+  // A running Instance's template cannot change.
+  auto changed = client_->Patch(resources::Instances(), ns_, "sliced", PatchType::kMerge,
+                                {{"spec", {{"image", "alpine"}}}});
+  ASSERT_FALSE(changed);
+  EXPECT_NE(changed.error().find("spec.image: Forbidden: stop the Instance first"),
+            std::string::npos)
+      << changed.error();
+  // Refused at admission, never left Pending (§4.4).
+  struct Refused {
+    std::string type;
+    Json resources;
+    std::string message;
+  };
+  const std::vector<Refused> refused = {
+      {kH100,
+       {{"accelerator", 1}, {"acceleratorPartitionedProfile", "5g.50gb"}},
+       "Unsupported value: \"5g.50gb\": InstanceType " + std::string(kH100) +
+           " offers [1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb]"},
+      {kH100,
+       {{"accelerator", 1},
+        {"acceleratorPartitionedProfile", "3g.40gb"},
+        {"acceleratorSlicedMemoryPercentage", 20}},
+       "a hardware partition and a logical slice percentage are mutually exclusive"},
+      {kA10g,
+       {{"accelerator", 2}},
+       "InstanceType " + std::string(kA10g) + " has 1 whole card(s) in all"},
+      {kGeneric, {{"accelerator", 1}}, "is CPU-only"},
+      {"no-such-type", Json::object(), "spec.type: Not found: \"no-such-type\""},
+  };
+  int i = 0;
+  for (const Refused& c : refused) {
+    auto got = client_->Create(resources::Instances(),
+                               instance("refused-" + std::to_string(i++), c.type, c.resources));
+    ASSERT_FALSE(got) << c.message;
+    EXPECT_NE(got.error().find("instances.validate.gpustack.ai"), std::string::npos) << got.error();
+    EXPECT_NE(got.error().find(c.message), std::string::npos) << got.error();
+  }
+}
+
 TEST_F(AdmissionE2e, GateThreeCountsTheCardsKueueCannotSee) {
   auto slice = [](int percent) {
     return Json::array({Container(

@@ -483,6 +483,130 @@ TEST(WebhookCertificates, MadeSignedNamedAndRenewedInTime) {
   EXPECT_FALSE(ReadCertificate("not a certificate"));
 }
 
+// An A10G pool's type as the worker keeps it: one card, sliceable.
+Json A10gPool() {
+  Json t = A10gType();
+  t["spec"]["unitResources"] = {{"cpu", "8"}, {"ram", "64Gi"}};
+  t["spec"]["localStorage"] = "100Gi";
+  t["status"]["accelerator"] = {{"onceMaxRequest", 1}, {"remaining", 1}, {"capacity", 1}};
+  t["status"]["detail"]["slicedDetail"] = {{"logical", {{"count", 512}}}};
+  return t;
+}
+
+AdmissionView InstanceView() {
+  AdmissionView view = View();
+  view.instance_type_by_name = [](const std::string& name) -> std::shared_ptr<const Json> {
+    if (name == "a10g") return std::make_shared<Json>(A10gPool());
+    if (name == "h100") return std::make_shared<Json>(H100Type());
+    if (name == "cpu") return std::make_shared<Json>(CpuType());
+    return nullptr;
+  };
+  return view;
+}
+
+Json Instance(const std::string& type, Json resources) {
+  return {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
+          {"kind", "Instance"},
+          {"metadata", {{"name", "i"}, {"namespace", "team"}}},
+          {"spec",
+           {{"type", type},
+            {"image", "busybox"},
+            {"volume", {{"ephemeral", {{"capacity", "1Gi"}}}}},
+            {"resources", std::move(resources)}}}};
+}
+
+TEST(InstanceWebhooks, DefaultsScaleTheUnitByWhatTheInstanceTakes) {
+  const Json slice = Instance("a10g", {{"acceleratorSlicedMemoryPercentage", 20}});
+  const Json out = Patched(slice, MutateInstance(Create(slice), InstanceView()));
+  EXPECT_EQ(out["spec"]["resources"], Json({{"accelerator", 1},
+                                            {"acceleratorSlicedMemoryPercentage", 20},
+                                            {"acceleratorSlicedCoresPercentage", 100},
+                                            {"cpu", "1600m"},
+                                            {"ram", "13108Mi"}}));
+  const Json whole = Instance("a10g", Json::object());
+  EXPECT_EQ(Patched(whole, MutateInstance(Create(whole), InstanceView()))["spec"]["resources"],
+            Json({{"accelerator", 1}, {"cpu", "8"}, {"ram", "64Gi"}}));
+  // Given values stay; an unknown type is left to validation.
+  const Json given = Instance("a10g", {{"accelerator", 1}, {"cpu", "2"}, {"ram", "8Gi"}});
+  EXPECT_TRUE(MutateInstance(Create(given), InstanceView()).patch.empty());
+  EXPECT_TRUE(
+      MutateInstance(Create(Instance("nope", Json::object())), InstanceView()).patch.empty());
+}
+
+TEST(InstanceWebhooks, ResourcesMustMakeSenseOnThePool) {
+  auto message = [](const std::string& type, Json resources) {
+    return ValidateInstance(Create(Instance(type, std::move(resources))), InstanceView()).message;
+  };
+  EXPECT_EQ(message("nope", Json::object()),
+            "spec.type: Not found: \"nope\": no such InstanceType (kubectl get instancetypes)");
+  EXPECT_EQ(message("cpu", {{"accelerator", 1}}),
+            "spec.resources.accelerator: Forbidden: InstanceType cpu is CPU-only");
+  EXPECT_EQ(message("h100", {{"accelerator", 1},
+                             {"acceleratorPartitionedProfile", "3g.40gb"},
+                             {"acceleratorSlicedMemoryPercentage", 20}}),
+            "spec.resources: Forbidden: a hardware partition and a logical slice percentage are "
+            "mutually exclusive");
+  EXPECT_EQ(message("h100", {{"accelerator", 2}, {"acceleratorPartitionedProfile", "3g.40gb"}}),
+            "spec.resources.accelerator: Invalid value: 2: a slice or a partition is always "
+            "exactly 1 accelerator");
+  EXPECT_EQ(message("h100", {{"accelerator", 1}, {"acceleratorPartitionedProfile", "2g.20gb"}}),
+            "spec.resources.acceleratorPartitionedProfile: Unsupported value: \"2g.20gb\": "
+            "InstanceType h100 offers [1g.10gb 3g.40gb]");
+  EXPECT_EQ(message("h100", {{"accelerator", 1}, {"acceleratorSlicedMemoryPercentage", 20}}),
+            "spec.resources.acceleratorSlicedMemoryPercentage: Forbidden: InstanceType h100 has "
+            "no card that takes logical slices; its cards are partitioned: ask for "
+            "acceleratorPartitionedProfile instead");
+  EXPECT_EQ(message("a10g", {{"accelerator", 2}}),
+            "spec.resources.accelerator: Invalid value: 2: InstanceType a10g has 1 whole card(s) "
+            "in all (an Instance waits while they are busy, never for more than there are)");
+  EXPECT_EQ(message("a10g", {{"accelerator", 1}, {"ram", "65Gi"}}),
+            "spec.resources.ram: Invalid value: \"65Gi\": at most 64Gi x 1 on InstanceType a10g");
+  EXPECT_EQ(message("a10g", {{"accelerator", 1}, {"localStorage", "200Gi"}}),
+            "spec.resources.localStorage: Invalid value: \"200Gi\": at most 100Gi on "
+            "InstanceType a10g");
+  EXPECT_EQ(message("a10g", {{"accelerator", 1}}), "");
+  EXPECT_EQ(message("h100", {{"accelerator", 1}, {"acceleratorPartitionedProfile", "3g.40gb"}}),
+            "");
+}
+
+TEST(InstanceWebhooks, RunningInstancesStopBeforeTheyChangeAndSettingsGateTheRest) {
+  Json running = Instance("a10g", {{"accelerator", 1}});
+  AdmissionRequest update = Create(running);
+  update.operation = "UPDATE";
+  update.old_object = running;
+  update.object["spec"]["image"] = "other";
+  EXPECT_EQ(ValidateInstance(update, InstanceView()).message,
+            "spec.image: Forbidden: stop the Instance first (spec.stop: true); a running "
+            "Instance's image cannot change");
+  update.old_object["spec"]["stop"] = true;
+  update.object["spec"]["stop"] = true;
+  EXPECT_TRUE(ValidateInstance(update, InstanceView()).allowed);
+  // Starting again waits for Stopped.
+  update.object["spec"]["stop"] = false;
+  update.old_object["status"] = {{"phase", "Stopping"}};
+  EXPECT_EQ(ValidateInstance(update, InstanceView()).message,
+            "spec.stop: Forbidden: the Instance is Stopping; it can start again once its phase "
+            "is Stopped");
+  update.old_object["status"]["phase"] = "Stopped";
+  EXPECT_TRUE(ValidateInstance(update, InstanceView()).allowed);
+
+  Json privileged = Instance("a10g", {{"accelerator", 1}});
+  privileged["spec"]["privileged"] = true;
+  EXPECT_EQ(ValidateInstance(Create(privileged), InstanceView())
+                .message.rfind(
+                    "spec.privileged: Forbidden: privileged Instances are not allowed here", 0),
+            0u);
+  AdmissionView allowed = InstanceView();
+  allowed.settings.instance_privileged_allowed = true;
+  EXPECT_TRUE(ValidateInstance(Create(privileged), allowed).allowed);
+  Json host_path = Instance("a10g", {{"accelerator", 1}});
+  host_path["spec"]["additionalVolumes"] = {
+      {{"mountPath", "/data"}, {"hostPath", {{"path", "/srv"}}}}};
+  EXPECT_NE(ValidateInstance(Create(host_path), InstanceView())
+                .message.find("instance-host-path-volume-allowed"),
+            std::string::npos);
+}
+
 // Gate 3's arithmetic (§5.2): the same ledger the allocator uses.
 ledger::NodeLedger A10gNode(const std::string& name) {
   std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-a10g.devices.json");
