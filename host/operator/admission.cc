@@ -401,8 +401,10 @@ Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&
       !request.object.is_object())
     return Allow();
   const Json& object = request.object;
-  const Json spec = object.value("spec", Json::object());
-  if (!spec.is_object()) return Allow();  // validation says why
+  const Json* spec_at = ObjectAt(object, {"spec"});
+  if (spec_at == nullptr || ObjectAt(object, {"metadata"}) == nullptr)
+    return Allow();  // validation says why
+  const Json& spec = *spec_at;
   Verdict verdict;
   std::string general = spec.value("generalGroup", "");
   if (general.empty()) {
@@ -420,8 +422,8 @@ Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&
   const std::string akey = spec.value("acceleratorGroup", "");
   if (acceleratable && !akey.empty()) stamp(kAcceleratablePrefix + akey, "true");
   if (general != "generic") stamp(kGeneralPrefix + general, "true");
-  if (!request.name.empty() || object["metadata"].contains("name"))
-    stamp(kEntranceLabel, EntranceName(StringAt(object, {"metadata", "name"})));
+  if (const std::string name = StringAt(object, {"metadata", "name"}); !name.empty())
+    stamp(kEntranceLabel, EntranceName(name));
   if (labels != before)
     verdict.patch.push_back({{"op", "add"}, {"path", "/metadata/labels"}, {"value", labels}});
   return verdict;
@@ -430,7 +432,7 @@ Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&
 Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionView& view) {
   if (request.kind != "InstanceType" || !request.object.is_object()) return Allow();
   const Json& object = request.object;
-  if (object["metadata"].contains("deletionTimestamp")) return Allow();
+  if (!StringAt(object, {"metadata", "deletionTimestamp"}).empty()) return Allow();
   const Json* spec = ObjectAt(object, {"spec"});
   if (spec == nullptr) return Deny(400, "spec: Required value");
   if (request.operation == "UPDATE") {
@@ -635,7 +637,7 @@ Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& v
   if (request.kind != "Instance" || !request.object.is_object()) return Verdict{};
   if (request.operation != "CREATE" && request.operation != "UPDATE") return Verdict{};
   const Json& object = request.object;
-  if (object["metadata"].contains("deletionTimestamp")) return Verdict{};
+  if (!StringAt(object, {"metadata", "deletionTimestamp"}).empty()) return Verdict{};
   const Json* spec = ObjectAt(object, {"spec"});
   if (spec == nullptr) return Deny(400, "spec: Required value");
   const Json* old_spec =

@@ -4,6 +4,7 @@
 // themselves); a Workload's PodSets judged by gate 3 never charge a card past what it has.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <string_view>
 
@@ -18,7 +19,10 @@ namespace op = gpustack::op;
 namespace ledger = gpustack::ledger;
 using Json = nlohmann::json;
 
-[[noreturn]] void Fail() { __builtin_trap(); }
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "invariant broken: %s\n", what);
+  __builtin_trap();
+}
 
 const Json& TypeFor(const std::string& queue) {
   static const Json h100 = {
@@ -59,20 +63,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     &op::ValidateInstanceType}) {
     const op::Verdict verdict = rule(*request, view);
     const Json answer = Json::parse(op::EncodeReview(request->uid, verdict), nullptr, false);
-    if (answer.is_discarded() || answer["response"]["uid"] != request->uid) Fail();
+    if (answer.is_discarded() || answer["response"]["uid"] != request->uid)
+      Fail("the answer is not JSON for the request's uid");
     if (verdict.patch.empty()) continue;
     Json patched;
     try {
       patched = request->object.patch(verdict.patch);
     } catch (const std::exception&) {
-      Fail();  // a patch the apiserver could not apply would refuse the user's object
+      Fail("the patch does not apply");  // the apiserver would refuse the user's object
     }
     if (rule == &op::MutatePod) {
       op::AdmissionRequest again = *request;
       again.object = patched;
-      if (!op::ValidatePod(again, view).allowed) Fail();
+      if (!op::ValidatePod(again, view).allowed) Fail("the mutated Pod fails validation");
       // Mutating twice changes nothing more (reinvocation is harmless).
-      if (!op::MutatePod(again, view).patch.empty()) Fail();
+      if (!op::MutatePod(again, view).patch.empty()) Fail("a second mutation patches again");
     }
   }
   return 0;
