@@ -47,6 +47,8 @@ runtime::PluginIdentity ToIdentity(const client::Identity& id, client::AbiVersio
   out.runtime_injects_driver = (id.runtime_flags & GPUSTACK_RUNTIME_INJECTS_DRIVER) != 0;
   out.runtime_injects_devices = (id.runtime_flags & GPUSTACK_RUNTIME_INJECTS_DEVICES) != 0;
   out.install_hint = id.install_hint;
+  out.one_card_per_container = (id.admission_flags & GPUSTACK_ADMIT_ONE_CARD_PER_CONTAINER) != 0;
+  out.min_slice_memory_percentage = id.min_slice_memory_percentage;
   out.abi = std::to_string(abi.major) + "." + std::to_string(abi.minor);
   return out;
 }

@@ -56,7 +56,10 @@ struct PluginIdentity {
   bool runtime_injects_driver = false;   // the device manager itself runs under runtime_class
   bool runtime_injects_devices = false;  // grants only name cards; workloads need the runtime
   std::string install_hint{};
-  std::string abi{};  // the ABI version negotiated with the host: "1.1"
+  // Admission constraints the worker's webhooks apply (ABI 1.2).
+  bool one_card_per_container = false;
+  uint32_t min_slice_memory_percentage = 0;  // 0: any
+  std::string abi{};                         // the ABI version negotiated with the host: "1.1"
 };
 
 enum class Health { kUnknown, kHealthy, kUnhealthy };

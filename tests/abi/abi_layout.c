@@ -55,6 +55,9 @@ int main(void) {
   FIELD(gpustack_plugin_identity, runtime_class);
   FIELD(gpustack_plugin_identity, runtime_flags);
   FIELD(gpustack_plugin_identity, install_hint);
+  FIELD(gpustack_plugin_identity, admission_flags);
+  FIELD(gpustack_plugin_identity, min_slice_memory_percentage);
+  FIELD(gpustack_plugin_identity, reserved_1_2);
   SIZE(gpustack_init_args);
   FIELD(gpustack_init_args, struct_size);
   FIELD(gpustack_init_args, next);

@@ -69,9 +69,11 @@ static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STR
 static_assert(
     PinnedToWholeStruct<gpustack_accelerator_group>(GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
 static_assert(
-    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1));
+    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2));
 static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 <
               GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1);
+static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1 <
+              GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2);
 static_assert(PinnedToWholeStruct<gpustack_device_sample>(GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0));
 static_assert(
     PinnedToWholeStruct<gpustack_container_edit>(GPUSTACK_CONTAINER_EDIT_STRUCT_SIZE_V1_0));

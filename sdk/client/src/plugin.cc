@@ -59,8 +59,9 @@ Result<Identity> ReadIdentity(const gpustack_plugin_api& api, const Manifest& ma
     return Error{where + ": " + why, Code::kFailedPrecondition};
   };
   gpustack_plugin_identity raw{};
-  raw.struct_size = negotiated.minor >= 1 ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1
-                                          : GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0;
+  raw.struct_size = negotiated.minor >= 2   ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2
+                    : negotiated.minor >= 1 ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1
+                                            : GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0;
   const gpustack_status status = api.identify(&raw);
   if (status != GPUSTACK_STATUS_OK) {
     const gpustack_str message = api.last_error_message();
@@ -93,6 +94,12 @@ Result<Identity> ReadIdentity(const gpustack_plugin_api& api, const Manifest& ma
   id.runtime_class = View(raw.runtime_class);
   id.runtime_flags = raw.runtime_flags;
   id.install_hint = View(raw.install_hint);
+  id.admission_flags = raw.admission_flags;
+  id.min_slice_memory_percentage = raw.min_slice_memory_percentage;
+  if (id.min_slice_memory_percentage > 100) {
+    return refuse("identify says its smallest slice is " +
+                  std::to_string(id.min_slice_memory_percentage) + " % of a card (at most 100)");
+  }
 
   if (id.manufacturer != manifest.name) {
     return refuse("identify says manufacturer \"" + id.manufacturer +

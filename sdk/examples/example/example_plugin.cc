@@ -43,6 +43,9 @@ class ExamplePlugin final : public sdk::Plugin {
         .pci_vendor_ids = {kVendorId},
         .capabilities = GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING,
         .install_hint = "install the Example driver (it ships libexamplesmi.so.1)",
+        // Its enforcement splits a card in quarters at the finest, and gives a process one card.
+        .admission_flags = GPUSTACK_ADMIT_ONE_CARD_PER_CONTAINER,
+        .min_slice_memory_percentage = 25,
     };
     return identity;
   }

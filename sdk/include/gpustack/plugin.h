@@ -125,7 +125,7 @@ extern "C" {
  * ========================================================================================== */
 
 #define GPUSTACK_PLUGIN_ABI_MAJOR 1
-#define GPUSTACK_PLUGIN_ABI_MINOR 1
+#define GPUSTACK_PLUGIN_ABI_MINOR 2
 
 /* The one symbol a plugin exports, as a string for dlsym. */
 #define GPUSTACK_PLUGIN_ENTRY_SYMBOL "gpustack_plugin_negotiate"
@@ -227,6 +227,14 @@ typedef uint64_t gpustack_runtime_flags;
 /* Grants only name the cards (an env var); workloads need the vendor runtime to get them. */
 #define GPUSTACK_RUNTIME_INJECTS_DEVICES (UINT64_C(1) << 1)
 
+/* Since 1.2: what the worker's admission webhooks refuse for this manufacturer's requests
+ * (identity.admission_flags), so a vendor's limits reach admission without a host change: the
+ * host's own rules are the same for every manufacturer. Unknown bits are ignored by the host. */
+typedef uint64_t gpustack_admission_flags;
+/* One container takes at most one card of this manufacturer: a whole-card request of N > 1 is
+ * refused (the vendor cannot give one process several of its cards). */
+#define GPUSTACK_ADMIT_ONE_CARD_PER_CONTAINER (UINT64_C(1) << 0)
+
 /* Opaque plugin state created by init and destroyed by shutdown. Only the plugin sees inside. */
 typedef struct gpustack_plugin_instance gpustack_plugin_instance;
 
@@ -314,11 +322,19 @@ typedef struct gpustack_plugin_identity {
   /* What to install when the management library is missing: "install the NVIDIA driver (it
    * ships NVML)". */
   gpustack_str install_hint;
+  /* Since 1.2: admission constraints. GPUSTACK_ADMIT_* bits; 0: none. */
+  gpustack_admission_flags admission_flags;
+  /* The smallest logical slice the vendor's enforcement can hold, in percent of a card's memory
+   * (1..100); a smaller slice is refused at admission with this number. 0: any size. */
+  uint32_t min_slice_memory_percentage;
+  uint32_t reserved_1_2; /* 0: keeps the struct free of tail padding */
 } gpustack_plugin_identity;
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, partition_kind)
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, install_hint)
+#define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, reserved_1_2)
 
 typedef struct gpustack_init_args {
   size_t struct_size;

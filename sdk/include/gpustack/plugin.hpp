@@ -60,6 +60,9 @@ struct Identity {
   std::string_view runtime_class{};
   gpustack_runtime_flags runtime_flags = 0;
   std::string_view install_hint{};
+  // Admission constraints (ABI 1.2): GPUSTACK_ADMIT_* bits, the smallest slice in percent.
+  gpustack_admission_flags admission_flags = 0;
+  uint32_t min_slice_memory_percentage = 0;
 };
 
 namespace detail {
@@ -491,6 +494,8 @@ class Adapter {
       detail::SetIfFits(out, &I::runtime_class, Str(id.runtime_class));
       detail::SetIfFits(out, &I::runtime_flags, id.runtime_flags);
       detail::SetIfFits(out, &I::install_hint, Str(id.install_hint));
+      detail::SetIfFits(out, &I::admission_flags, id.admission_flags);
+      detail::SetIfFits(out, &I::min_slice_memory_percentage, id.min_slice_memory_percentage);
     });
   }
 

@@ -40,6 +40,8 @@ struct Identity {
   std::string runtime_class;  // 1.1
   gpustack_runtime_flags runtime_flags = 0;
   std::string install_hint;
+  gpustack_admission_flags admission_flags = 0;  // 1.2
+  uint32_t min_slice_memory_percentage = 0;      // 1.2; 0: any
 };
 
 // The optional hooks, by their plugin.h names.
