@@ -12,17 +12,6 @@
 namespace gpustack::op {
 namespace {
 
-std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* step : path) {
-    if (!at->is_object()) return {};
-    auto it = at->find(step);
-    if (it == at->end()) return {};
-    at = &*it;
-  }
-  return at->is_string() ? at->get<std::string>() : std::string();
-}
-
 const Json* ObjectAt(const Json& object, std::initializer_list<const char*> path) {
   const Json* at = &object;
   for (const char* step : path) {
@@ -109,6 +98,46 @@ std::optional<std::pair<std::string, size_t>> FindContainer(const Json& spec,
   return std::nullopt;
 }
 
+// What a vendor's plugin says its cards cannot take (ABI 1.2), refused with the plugin's numbers.
+std::optional<Verdict> VendorConstraints(const std::vector<ledger::ContainerRequest>& requests,
+                                         const ManufacturerTable& table, const Json& spec) {
+  for (const ledger::ContainerRequest& r : requests) {
+    auto m = table.find(r.request.manufacturer);
+    if (m == table.end()) continue;
+    const std::string where = [&] {
+      auto found = FindContainer(spec, r.container);
+      return found ? "spec." + found->first + "[" + std::to_string(found->second) + "]"
+                   : std::string("spec");
+    }();
+    const std::string& base = r.request.base;
+    if (m->second.one_card_per_container && r.request.family == ledger::Family::kExclusive &&
+        r.request.count > 1) {
+      return Deny(403, where + ".resources.limits[" + base + "]: Invalid value: \"" +
+                           std::to_string(r.request.count) + "\": a container takes at most one " +
+                           m->first + " card (its plugin, " + m->second.origin + ", says so)");
+    }
+    const uint32_t min = m->second.min_slice_memory_percentage;
+    if (min > 0 && r.request.family == ledger::Family::kSliced) {
+      // A slice given in MiB is measured by its units: P % of a card is P x 16,000.
+      const int64_t percent_x1000 = r.request.memory_percentage > 0
+                                        ? int64_t{r.request.memory_percentage} * 1000
+                                        : r.request.units * 1000 / ledger::kCreditsPerPercent;
+      if (percent_x1000 < int64_t{min} * 1000) {
+        const bool by_percent = r.request.memory_percentage > 0;
+        return Deny(403, where + ".resources.limits[" + base +
+                             (by_percent ? ".sliced.memory-percentage" : ".sliced.memory-mib") +
+                             "]: Invalid value: \"" +
+                             (by_percent ? std::to_string(r.request.memory_percentage)
+                                         : std::to_string(r.request.memory_mib)) +
+                             "\": " + m->first + " cards take slices of at least " +
+                             std::to_string(min) + " % of their memory (its plugin, " +
+                             m->second.origin + ", says so)");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 struct PodFacts {
   std::string queue;
   std::shared_ptr<const Json> instance_type;
@@ -129,6 +158,8 @@ std::variant<PodFacts, Verdict> ReadPod(const AdmissionRequest& request,
                                          FoldContextOf(facts.instance_type.get()));
   if (!parsed) return Deny(403, parsed.error());
   facts.requests = std::move(parsed).value();
+  if (auto refused = VendorConstraints(facts.requests, view.manufacturers, request.object["spec"]))
+    return *refused;
   if (facts.requests.empty() || !facts.instance_type) return facts;
   const Json& it = *facts.instance_type;
   const std::string it_name = StringAt(it, {"metadata", "name"});
@@ -163,6 +194,17 @@ bool QuotaReserved(const Json& workload) {
 }
 
 }  // namespace
+
+std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* at = &object;
+  for (const char* step : path) {
+    if (!at->is_object()) return {};
+    auto it = at->find(step);
+    if (it == at->end()) return {};
+    at = &*it;
+  }
+  return at->is_string() ? at->get<std::string>() : std::string();
+}
 
 Verdict Deny(int code, std::string message) {
   Verdict v;
@@ -725,6 +767,22 @@ Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& v
       return Deny(400, "spec.resources.acceleratorPartitionedProfile: Unsupported value: \"" +
                            ask.profile + "\": InstanceType " + type_name + " offers [" + offered +
                            "]");
+  }
+  if (accelerated) {
+    // The vendor's own limits (ABI 1.2), as for a Pod.
+    auto m = view.manufacturers.find(ManufacturerOf(t, view.manufacturers));
+    if (m != view.manufacturers.end()) {
+      const uint32_t min = m->second.min_slice_memory_percentage;
+      if (ask.memory_percentage > 0 && ask.memory_percentage < min)
+        return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Invalid value: " +
+                             std::to_string(ask.memory_percentage) + ": " + m->first +
+                             " cards take slices of at least " + std::to_string(min) +
+                             " % of their memory (its plugin says so)");
+      if (m->second.one_card_per_container && ask.accelerator > 1)
+        return Deny(
+            403, "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
+                     ": an Instance takes at most one " + m->first + " card (its plugin says so)");
+    }
   }
   if (accelerated && ask.memory_percentage > 0 &&
       NumberAt(t, {"status", "detail", "slicedDetail", "logical", "count"}) == 0) {

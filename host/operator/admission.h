@@ -57,6 +57,9 @@ struct Verdict {
   std::vector<std::string> warnings;
 };
 Verdict Deny(int code, std::string message);
+
+// The string at `path` in `object`; empty when a step is missing or not a string.
+std::string StringAt(const Json& object, std::initializer_list<const char*> path);
 // The AdmissionReview answer for `uid` (patch base64-encoded as the API wants).
 std::string EncodeReview(const std::string& uid, const Verdict& verdict);
 

@@ -63,6 +63,9 @@ struct Manufacturer {
   std::string base;
   std::string partition_kind;
   std::string origin;  // the plugin manifest, or "environment"
+  // The vendor's admission constraints, as its plugin declares them (ABI 1.2).
+  bool one_card_per_container = false;
+  uint32_t min_slice_memory_percentage = 0;  // 0: any
   ledger::ResourceKind Kind() const { return {key, base, partition_kind}; }
 };
 using ManufacturerTable = std::map<std::string, Manufacturer>;

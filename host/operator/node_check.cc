@@ -17,17 +17,6 @@ constexpr const char* kAllocatedAnnotation = "device.gpustack.ai/accelerator.all
 constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
 constexpr size_t kDecisionSamples = 4096;
 
-std::string Str(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* step : path) {
-    if (!at->is_object()) return {};
-    auto it = at->find(step);
-    if (it == at->end()) return {};
-    at = &*it;
-  }
-  return at->is_string() ? at->get<std::string>() : std::string();
-}
-
 bool Condition(const Json& object, const std::string& type) {
   for (const Json& c : object.value("status", Json::object()).value("conditions", Json::array())) {
     if (c.is_object() && c.value("type", "") == type) return c.value("status", "") == "True";
@@ -183,22 +172,23 @@ void NodeDevicesCheck::MarkDirty(const std::string& node) {
 
 void NodeDevicesCheck::OnPod(const Json* before, const Json* after) {
   auto interesting = [](const Json* pod) {
-    if (pod == nullptr || Str(*pod, {"spec", "nodeName"}).empty()) return false;
+    if (pod == nullptr || StringAt(*pod, {"spec", "nodeName"}).empty()) return false;
     const Json annotations =
         pod->value("metadata", Json::object()).value("annotations", Json::object());
     return annotations.contains(kAllocatedAnnotation) ||
            annotations.contains(ledger::kChosenAnnotation);
   };
   auto workload_of = [](const Json& pod) -> std::string {
-    const std::string chosen = Str(pod, {"metadata", "annotations", ledger::kChosenAnnotation});
-    if (chosen.empty() || Str(pod, {"metadata", "annotations", kAllocatedAnnotation}).empty())
+    const std::string chosen =
+        StringAt(pod, {"metadata", "annotations", ledger::kChosenAnnotation});
+    if (chosen.empty() || StringAt(pod, {"metadata", "annotations", kAllocatedAnnotation}).empty())
       return {};
     auto parsed = ledger::ChosenFromAnnotation(chosen);
     return parsed ? parsed->workload_uid : std::string();
   };
   std::lock_guard lock(mutex_);
   auto update = [&](const Json& pod, int sign) {
-    const std::string key = kube::ObjectKey(pod), node = Str(pod, {"spec", "nodeName"});
+    const std::string key = kube::ObjectKey(pod), node = StringAt(pod, {"spec", "nodeName"});
     if (sign < 0) {
       pods_.erase(key);
       node_state_[node].pods.erase(key);
@@ -230,7 +220,7 @@ std::vector<NodeDevicesCheck::InFlight> NodeDevicesCheck::InFlightOf(const Json&
   if (state == nullptr || state->value("state", "") != "Ready") return {};
   std::vector<InFlight> out;
   for (const Json& update : state->value("podSetUpdates", Json::array())) {
-    const std::string text = Str(update, {"annotations", ledger::kChosenAnnotation});
+    const std::string text = StringAt(update, {"annotations", ledger::kChosenAnnotation});
     if (text.empty()) continue;
     auto chosen = ledger::ChosenFromAnnotation(text);
     if (!chosen) {
@@ -245,7 +235,7 @@ std::vector<NodeDevicesCheck::InFlight> NodeDevicesCheck::InFlightOf(const Json&
 void NodeDevicesCheck::OnWorkload(const Json* before, const Json* after) {
   std::lock_guard lock(mutex_);
   const Json& any = after != nullptr ? *after : *before;
-  const std::string uid = Str(any, {"metadata", "uid"});
+  const std::string uid = StringAt(any, {"metadata", "uid"});
   if (after != nullptr) {
     // Our own Ready, written but not yet in the cache, stays counted until the cache shows it.
     const Json* state = CheckState(*after);
@@ -276,11 +266,12 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
   for (const std::string& key : state.pods) {
     auto pod = pods_.find(key);
     if (pod == pods_.end()) continue;
-    const std::string text = Str(pod->second, {"metadata", "annotations", kAllocatedAnnotation});
+    const std::string text =
+        StringAt(pod->second, {"metadata", "annotations", kAllocatedAnnotation});
     if (text.empty()) continue;
     const Json record = Json::parse(text, nullptr, false);
     if (!record.is_object()) continue;
-    const std::string phase = Str(pod->second, {"status", "phase"});
+    const std::string phase = StringAt(pod->second, {"status", "phase"});
     for (const auto& [container, value] : record.items()) {
       auto allocation = ledger::AllocationFromJson(value);
       if (!allocation) {
@@ -354,7 +345,7 @@ CheckVerdict DecideWith(
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [free, l] : ranked) d.candidates.push_back(l);
   }
-  return Judge(Str(workload, {"metadata", "uid"}), *demands);
+  return Judge(StringAt(workload, {"metadata", "uid"}), *demands);
 }
 
 CheckVerdict NodeDevicesCheck::Decide(const Json& workload) {
@@ -384,11 +375,11 @@ Status NodeDevicesCheck::Write(const Json& workload, const CheckVerdict& verdict
   if (state->contains("retryCount")) entry["retryCount"] = (*state)["retryCount"];
   if (verdict.ready) {
     Json updates = Json::array();
-    const std::string uid = Str(workload, {"metadata", "uid"});
+    const std::string uid = StringAt(workload, {"metadata", "uid"});
     for (const PodSetPlacement& p : verdict.placements) {
       std::string hostname = p.node;
       if (ObjectPtr node = nodes_.Get(p.node)) {
-        if (std::string h = Str(*node, {"metadata", "labels", kHostnameLabel}); !h.empty())
+        if (std::string h = StringAt(*node, {"metadata", "labels", kHostnameLabel}); !h.empty())
           hostname = h;
       }
       ledger::Chosen chosen{uid, p.pod_set, p.node, p.pods};
@@ -403,25 +394,25 @@ Status NodeDevicesCheck::Write(const Json& workload, const CheckVerdict& verdict
   }
   const Json patch = Json::array({{{"op", "test"},
                                    {"path", "/metadata/resourceVersion"},
-                                   {"value", Str(workload, {"metadata", "resourceVersion"})}},
+                                   {"value", StringAt(workload, {"metadata", "resourceVersion"})}},
                                   {{"op", "replace"},
                                    {"path", "/status/admissionChecks/" + std::to_string(index)},
                                    {"value", entry}}});
-  auto written =
-      client_.Patch(kube::resources::Workloads(), Str(workload, {"metadata", "namespace"}),
-                    Str(workload, {"metadata", "name"}), kube::PatchType::kJson, patch, "status");
+  auto written = client_.Patch(
+      kube::resources::Workloads(), StringAt(workload, {"metadata", "namespace"}),
+      StringAt(workload, {"metadata", "name"}), kube::PatchType::kJson, patch, "status");
   if (!written) return Error{written.error()};
   return Ok{};
 }
 
 void NodeDevicesCheck::Explain(const Json& workload, const std::string& message) {
-  const std::string uid = Str(workload, {"metadata", "uid"});
+  const std::string uid = StringAt(workload, {"metadata", "uid"});
   {
     std::lock_guard lock(mutex_);
     if (explained_[uid] == message) return;
     explained_[uid] = message;
   }
-  const std::string ns = Str(workload, {"metadata", "namespace"}), now = Now();
+  const std::string ns = StringAt(workload, {"metadata", "namespace"}), now = Now();
   auto event = [&](const Json& involved) {
     Json e = {{"apiVersion", "v1"},
               {"kind", "Event"},
@@ -441,7 +432,7 @@ void NodeDevicesCheck::Explain(const Json& workload, const std::string& message)
   };
   event({{"apiVersion", "kueue.x-k8s.io/v1beta2"},
          {"kind", "Workload"},
-         {"name", Str(workload, {"metadata", "name"})},
+         {"name", StringAt(workload, {"metadata", "name"})},
          {"namespace", ns},
          {"uid", uid}});
   // A plain Pod's user looks at the Pod (kubectl describe pod).
@@ -462,7 +453,7 @@ bool NodeDevicesCheck::NeedsJudging(const Json& workload) const {
   if (Condition(workload, "Evicted") || Condition(workload, "Finished")) return false;
   if (workload["metadata"].contains("deletionTimestamp")) return false;
   std::lock_guard lock(mutex_);
-  return !decided_.contains(Str(workload, {"metadata", "uid"}));
+  return !decided_.contains(StringAt(workload, {"metadata", "uid"}));
 }
 
 void NodeDevicesCheck::Run(std::stop_token stop) {
@@ -513,7 +504,7 @@ void NodeDevicesCheck::Run(std::stop_token stop) {
         ++(verdict.ready ? counters_.ready : counters_.retry);
         log->info("workload {}: {}: {}", *key, verdict.ready ? "Ready" : "Retry", verdict.message);
         queue.Forget(*key);
-        const std::string uid = Str(*workload, {"metadata", "uid"});
+        const std::string uid = StringAt(*workload, {"metadata", "uid"});
         if (verdict.ready) {
           // Counted from now on, before the cache shows the write.
           decided_[uid] = Clock::now();

@@ -780,8 +780,9 @@ Result<ManufacturerTable> LoadManufacturers(
       continue;
     }
     const runtime::PluginIdentity& id = (*plugin)->identity();
-    table[id.manufacturer] = {id.manufacturer, id.base_resource_name, id.partition_kind,
-                              candidate.origin};
+    table[id.manufacturer] = {id.manufacturer,           id.base_resource_name,
+                              id.partition_kind,         candidate.origin,
+                              id.one_card_per_container, id.min_slice_memory_percentage};
   }
   for (const runtime::SourceProblem& p : source_problems)
     if (p.fatal) return Error{p.message, Code::kInvalidArgument};

@@ -1389,6 +1389,33 @@ TEST_F(OperatorE2e, AWorkerWithTheExamplePluginPublishesItsCountingKeys) {
   })) << capacity().dump()
       << worker_->Log().substr(0, 20000);
   EXPECT_NE(worker_->Log().find("manufacturer example: example.com/accel"), std::string::npos);
+  // Its own limits (ABI 1.2) reach the Pod webhook: quarters at the finest, one card a container.
+  const std::string ns = testing::CreateNamespace(*client_, "example");
+  ASSERT_TRUE(
+      WaitFor([&] { return client_->Get(kLocalQueues, ns, op::EntranceName(kExamplePool)).ok(); }));
+  auto refused = [&](const Json& limits) {
+    Json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata",
+                 {{"generateName", "limits-"},
+                  {"namespace", ns},
+                  {"labels", {{"kueue.x-k8s.io/queue-name", op::EntranceName(kExamplePool)}}}}},
+                {"spec",
+                 {{"containers",
+                   Json::array({{{"name", "main"},
+                                 {"image", "busybox"},
+                                 {"resources", {{"limits", limits}, {"requests", limits}}}}})}}}};
+    auto made = client_->Create(resources::Pods(), pod);
+    return made ? std::string("created") : made.error();
+  };
+  EXPECT_NE(refused({{"example.com/accel.sliced", "1"},
+                     {"example.com/accel.sliced.memory-percentage", "10"}})
+                .find("example cards take slices of at least 25 % of their memory"),
+            std::string::npos);
+  EXPECT_NE(
+      refused({{"example.com/accel", "2"}}).find("a container takes at most one example card"),
+      std::string::npos);
+  static_cast<void>(client_->Delete(resources::Namespaces(), "", ns));
   Kubectl("delete node node-example");
   Kubectl("delete devices node-example");
 }

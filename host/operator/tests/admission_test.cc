@@ -249,6 +249,40 @@ TEST(PodWebhook, SharedTwoSlotsNeedsACardWithTwoFreeSlots) {
             "needs the InstanceType fronting queue no-such-queue, and none does");
 }
 
+TEST(PodWebhook, AVendorsOwnLimitsComeFromItsPlugin) {
+  // What a plugin declares through the ABI (1.2), nothing the host knows of the vendor.
+  AdmissionView view = View();
+  view.manufacturers.at("nvidia").min_slice_memory_percentage = 25;
+  view.manufacturers.at("nvidia").one_card_per_container = true;
+  view.manufacturers.at("nvidia").origin = "nvidia.json";
+  auto verdict = [&](Json limits) {
+    return MutatePod(Create(Pod(kA10gQueue, Json::array({Container("main", std::move(limits))}))),
+                     view);
+  };
+  EXPECT_EQ(
+      verdict({{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "20"}})
+          .message,
+      "spec.containers[0].resources.limits[nvidia.com/gpu.sliced.memory-percentage]: Invalid "
+      "value: \"20\": nvidia cards take slices of at least 25 % of their memory (its "
+      "plugin, nvidia.json, says so)");
+  // In MiB, measured by its units: 4912 MiB of 24560 is 20 %.
+  EXPECT_NE(verdict({{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-mib", "4912"}})
+                .message.find("sliced.memory-mib]: Invalid value: \"4912\""),
+            std::string::npos);
+  EXPECT_TRUE(
+      verdict({{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "25"}})
+          .allowed);
+  EXPECT_EQ(verdict({{"nvidia.com/gpu", "2"}}).message,
+            "spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"2\": a "
+            "container takes at most one nvidia card (its plugin, nvidia.json, says so)");
+  EXPECT_TRUE(verdict({{"nvidia.com/gpu", "1"}}).allowed);
+  // Without the declarations, the same Pods pass.
+  EXPECT_TRUE(MutatePod(Create(Pod(kA10gQueue,
+                                   Json::array({Container("main", {{"nvidia.com/gpu", "2"}})}))),
+                        View())
+                  .allowed);
+}
+
 TEST(PodWebhook, RulesRefuseWithTheReferenceMessages) {
   struct Case {
     Json containers, init;
