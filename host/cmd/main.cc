@@ -276,6 +276,12 @@ struct WorkerFlags {
 
 int RunWorkerCommand(WorkerFlags& flags) {
   auto& o = flags.options;
+  if (o.webhooks.enabled && o.webhooks.certificates == "cert-manager" &&
+      o.webhooks.cert_dir.empty()) {
+    std::cerr << "error: --webhook-certificates cert-manager needs --webhook-cert-dir (where the "
+                 "cert-manager Secret is mounted)\n";
+    return kBadInput;
+  }
   o.getenv = [](const std::string& name) { return Env(name); };
   std::string& identity = o.election.identity;
   if (identity.empty()) identity = Env("KUBERNETES_POD_NAME");
