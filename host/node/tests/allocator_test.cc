@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "host/ledger/chosen.h"
 #include "host/node/tests/node_fixture.h"
 
 namespace gpustack::node {
@@ -276,6 +277,50 @@ TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
   EXPECT_TRUE(allocator_->Reconcile(pods_.pods, std::chrono::steady_clock::now()));
   const auto status = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
   EXPECT_EQ(status.groups.at(0).accelerators.at(0).allocated, 0);
+}
+
+}  // namespace
+}  // namespace gpustack::node
+
+namespace gpustack::node {
+namespace {
+
+// ARCHITECTURE decision 6.3: gate 5 settles on the cards gate 3 counted.
+TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
+  std::string second;
+  runtime_->WithLedger([&](ledger::NodeLedger& l) { second = l.cards().at(1).card->id; });
+  auto chosen_for = [&](const std::string& card) {
+    ledger::Chosen chosen{"wl-1",
+                          "main",
+                          "node",
+                          {{{"main", {{card, ledger::Mode::kSliced, 320000, 0, 100, {}, {}}}}}}};
+    return ledger::ToAnnotation(chosen);
+  };
+  const Json limits = {{"acme.example.com/accel.sliced", "1"},
+                       {"acme.example.com/accel.sliced.memory-percentage", "20"}};
+  std::vector<std::string> all = Tokens(ResourceFamily::kSliced, 0, 8);
+  for (const std::string& t : Tokens(ResourceFamily::kSliced, 1, 8)) all.push_back(t);
+  auto card_of = [&](const std::vector<std::string>& ids) {
+    return ParseTokenId(ids.at(0))->card_index;
+  };
+  // Without a choice the ledger takes the first card; with one, the chosen second card.
+  pods_.Add("free", limits, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 0u);
+  pods_.pods.clear();
+  pods_.Add("pinned", limits, "2026-01-01T00:00:00Z")["metadata"]["annotations"] = {
+      {ledger::kChosenAnnotation, chosen_for(second)}};
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 1u);
+  EXPECT_EQ(allocator_->chosen_honoured(), 1u);
+  // The chosen card taken whole by someone else meanwhile: another card, and it is counted.
+  runtime_->WithLedger([&](ledger::NodeLedger& l) {
+    ledger::Request whole;
+    whole.manufacturer = "acme";
+    whole.base = "acme.example.com/accel";
+    whole.cards = {second};
+    ASSERT_TRUE(l.Reserve({"other", "main"}, whole));
+  });
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 0u);
+  EXPECT_EQ(allocator_->chosen_refused(), 1u);
 }
 
 }  // namespace
