@@ -236,16 +236,9 @@ void NodeDevicesCheck::OnWorkload(const Json* before, const Json* after) {
   std::lock_guard lock(mutex_);
   const Json& any = after != nullptr ? *after : *before;
   const std::string uid = StringAt(any, {"metadata", "uid"});
-  if (after != nullptr) {
-    // Our own Ready, written but not yet in the cache, stays counted until the cache shows it.
-    const Json* state = CheckState(*after);
-    const bool shows_ours = state != nullptr && state->value("state", "") != "Pending";
-    auto decided = decided_.find(uid);
-    if (decided != decided_.end()) {
-      if (!shows_ours && Clock::now() - decided->second < std::chrono::seconds(60)) return;
-      decided_.erase(decided);
-    }
-  }
+  // Events arrive in order and the verdict was judged on the newest cached version, so any
+  // event after it carries our write (or a later change): no stale event can undo it here.
+  if (after == nullptr) judged_.erase(uid);
   for (const InFlight& f : in_flight_[uid]) MarkDirty(f.node);
   std::vector<InFlight> now = after != nullptr ? InFlightOf(*after) : std::vector<InFlight>{};
   for (const InFlight& f : now) MarkDirty(f.node);
@@ -453,7 +446,11 @@ bool NodeDevicesCheck::NeedsJudging(const Json& workload) const {
   if (Condition(workload, "Evicted") || Condition(workload, "Finished")) return false;
   if (workload["metadata"].contains("deletionTimestamp")) return false;
   std::lock_guard lock(mutex_);
-  return !decided_.contains(StringAt(workload, {"metadata", "uid"}));
+  // The version already judged, met again before the cache shows our write (the queue may hold
+  // its key twice): judging it again would count its cards twice.
+  auto judged = judged_.find(StringAt(workload, {"metadata", "uid"}));
+  return judged == judged_.end() ||
+         judged->second != StringAt(workload, {"metadata", "resourceVersion"});
 }
 
 void NodeDevicesCheck::Run(std::stop_token stop) {
@@ -505,9 +502,9 @@ void NodeDevicesCheck::Run(std::stop_token stop) {
         log->info("workload {}: {}: {}", *key, verdict.ready ? "Ready" : "Retry", verdict.message);
         queue.Forget(*key);
         const std::string uid = StringAt(*workload, {"metadata", "uid"});
+        judged_[uid] = StringAt(*workload, {"metadata", "resourceVersion"});
         if (verdict.ready) {
           // Counted from now on, before the cache shows the write.
-          decided_[uid] = Clock::now();
           std::vector<InFlight> flights;
           for (const PodSetPlacement& p : verdict.placements) {
             flights.push_back({p.node, p.pod_set, p.pods});

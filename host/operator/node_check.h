@@ -125,7 +125,7 @@ class NodeDevicesCheck {
   std::map<std::string, Json> pods_;                        // bound Pods that hold cards
   std::map<std::string, std::vector<InFlight>> in_flight_;  // by Workload uid
   std::map<std::string, int64_t> allocated_pods_;           // by Workload uid: Pods the node holds
-  std::map<std::string, std::chrono::steady_clock::time_point> decided_;  // uid: our write, unseen
+  std::map<std::string, std::string> judged_;  // uid: the resourceVersion a verdict was written on
   std::map<std::string, std::string> explained_;  // uid: the last Retry message sent as an Event
   NodeCheckCounters counters_;
   std::function<void(const std::string&)> enqueue_;
