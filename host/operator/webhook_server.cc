@@ -145,10 +145,31 @@ struct WebhookServer::State : std::enable_shared_from_this<WebhookServer::State>
         parser.header_limit(16384);
         // A kept-alive connection may wait this long for its next request.
         beast::get_lowest_layer(stream).expires_after(options.idle_timeout);
-        co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
+        beast::error_code read_error;
+        co_await http::async_read_header(stream, buffer, parser,
+                                         asio::redirect_error(asio::use_awaitable, read_error));
         beast::get_lowest_layer(stream).expires_after(options.request_timeout);
-        if (!parser.is_done())
-          co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+        if (!read_error && !parser.is_done())
+          co_await http::async_read(stream, buffer, parser,
+                                    asio::redirect_error(asio::use_awaitable, read_error));
+        if (read_error == http::error::body_limit) {
+          // Said, then closed: the rest of the body is never read.
+          Logger("webhooks")
+              ->warn("refused a request over the size limit ({} bytes)", options.body_limit);
+          http::response<http::string_body> too_large{http::status::payload_too_large, 11};
+          too_large.set(http::field::content_type, "application/json");
+          too_large.body() = "{\"error\":\"the request is larger than " +
+                             std::to_string(options.body_limit) + " bytes\"}";
+          too_large.keep_alive(false);
+          too_large.prepare_payload();
+          {
+            std::lock_guard lock(mutex);
+            ++answers[{"(too large)", 413}];
+          }
+          co_await http::async_write(stream, too_large, asio::use_awaitable);
+          break;
+        }
+        if (read_error) throw boost::system::system_error(read_error);
         auto response = Respond(parser.get());
         const bool keep = response.keep_alive();
         co_await http::async_write(stream, response, asio::use_awaitable);
