@@ -4,6 +4,7 @@
 
 #include "host/common/logging.h"
 #include "host/kube/workqueue.h"
+#include "host/node/allocator.h"
 #include "host/operator/admission.h"
 
 namespace gpustack::op {
@@ -12,8 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kube::ObjectPtr;
 
-// The node allocator's record on a Pod: {"<container>": <allocation>} (host/node/allocator.h).
-constexpr const char* kAllocatedAnnotation = "device.gpustack.ai/accelerator.allocated";
+using node::kAllocatedAnnotation;  // the node allocator's record on a Pod
 constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
 constexpr size_t kDecisionSamples = 4096;
 
@@ -200,7 +200,8 @@ void NodeDevicesCheck::OnPod(const Json* before, const Json* after) {
     if (std::string uid = workload_of(pod); !uid.empty()) {
       allocated_pods_[uid] += sign;
       if (allocated_pods_[uid] <= 0) allocated_pods_.erase(uid);
-      for (const InFlight& f : in_flight_[uid]) MarkDirty(f.node);
+      if (auto flights = in_flight_.find(uid); flights != in_flight_.end())
+        for (const InFlight& f : flights->second) MarkDirty(f.node);
     }
   };
   if (interesting(before)) update(*before, -1);
@@ -239,14 +240,23 @@ void NodeDevicesCheck::OnWorkload(const Json* before, const Json* after) {
   // Events arrive in order and the verdict was judged on the newest cached version, so any
   // event after it carries our write (or a later change): no stale event can undo it here.
   if (after == nullptr) judged_.erase(uid);
-  for (const InFlight& f : in_flight_[uid]) MarkDirty(f.node);
-  std::vector<InFlight> now = after != nullptr ? InFlightOf(*after) : std::vector<InFlight>{};
-  for (const InFlight& f : now) MarkDirty(f.node);
   if (after == nullptr) explained_.erase(uid);
-  if (now.empty())
-    in_flight_.erase(uid);
-  else
-    in_flight_[uid] = std::move(now);
+  SetInFlight(uid, after != nullptr ? InFlightOf(*after) : std::vector<InFlight>{});
+}
+
+void NodeDevicesCheck::SetInFlight(const std::string& uid, std::vector<InFlight> flights) {
+  if (auto old = in_flight_.find(uid); old != in_flight_.end()) {
+    for (const InFlight& f : old->second) {
+      MarkDirty(f.node);
+      in_flight_by_node_[f.node].erase(uid);
+    }
+    in_flight_.erase(old);
+  }
+  for (const InFlight& f : flights) {
+    MarkDirty(f.node);
+    in_flight_by_node_[f.node].insert(uid);
+  }
+  if (!flights.empty()) in_flight_[uid] = std::move(flights);
 }
 
 const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
@@ -279,7 +289,8 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
       if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation->owner);
     }
   }
-  for (const auto& [uid, flights] : in_flight_) {
+  for (const std::string& uid : in_flight_by_node_[node]) {
+    const std::vector<InFlight>& flights = in_flight_.at(uid);
     int64_t held = 0;
     if (auto a = allocated_pods_.find(uid); a != allocated_pods_.end()) held = a->second;
     for (const InFlight& f : flights) {
@@ -506,11 +517,9 @@ void NodeDevicesCheck::Run(std::stop_token stop) {
         if (verdict.ready) {
           // Counted from now on, before the cache shows the write.
           std::vector<InFlight> flights;
-          for (const PodSetPlacement& p : verdict.placements) {
+          for (const PodSetPlacement& p : verdict.placements)
             flights.push_back({p.node, p.pod_set, p.pods});
-            MarkDirty(p.node);
-          }
-          if (!flights.empty()) in_flight_[uid] = std::move(flights);
+          SetInFlight(uid, std::move(flights));
         }
       }
     }

@@ -108,6 +108,8 @@ class NodeDevicesCheck {
   std::vector<InFlight> InFlightOf(const Json& workload) const;
   const ledger::NodeLedger* Committed(const std::string& node);  // under mutex_
   void MarkDirty(const std::string& node);                       // under mutex_
+  // Replaces what Workload `uid` was promised, keeping the per-node index (under mutex_).
+  void SetInFlight(const std::string& uid, std::vector<InFlight> flights);
   Status Write(const Json& workload, const CheckVerdict& verdict);
   // A Retry's message outlives the check state (Kueue resets it to Pending when it evicts): a
   // Warning Event on the Workload and its Pod says why, once per distinct message.
@@ -122,13 +124,13 @@ class NodeDevicesCheck {
   mutable std::mutex mutex_;
   std::shared_ptr<const Fleet> fleet_;
   std::map<std::string, NodeState> node_state_;
-  std::map<std::string, Json> pods_;                        // bound Pods that hold cards
-  std::map<std::string, std::vector<InFlight>> in_flight_;  // by Workload uid
-  std::map<std::string, int64_t> allocated_pods_;           // by Workload uid: Pods the node holds
+  std::map<std::string, Json> pods_;                                // bound Pods that hold cards
+  std::map<std::string, std::vector<InFlight>> in_flight_;          // by Workload uid
+  std::map<std::string, std::set<std::string>> in_flight_by_node_;  // node: Workload uids
+  std::map<std::string, int64_t> allocated_pods_;  // by Workload uid: Pods the node holds
   std::map<std::string, std::string> judged_;  // uid: the resourceVersion a verdict was written on
   std::map<std::string, std::string> explained_;  // uid: the last Retry message sent as an Event
   NodeCheckCounters counters_;
-  std::function<void(const std::string&)> enqueue_;
 };
 
 }  // namespace gpustack::op

@@ -1,5 +1,7 @@
 #include "host/operator/webhook_server.h"
 
+#include <nlohmann/json.hpp>
+
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -98,7 +100,8 @@ struct WebhookServer::State : std::enable_shared_from_this<WebhookServer::State>
       try {
         answer = handler->second(request.body());
       } catch (const std::exception& e) {
-        answer = {500, nlohmann_escape(std::string("internal error: ") + e.what())};
+        answer = {500,
+                  nlohmann::json{{"error", std::string("internal error: ") + e.what()}}.dump()};
       }
     }
     response.result(static_cast<http::status>(answer.status));
@@ -117,15 +120,6 @@ struct WebhookServer::State : std::enable_shared_from_this<WebhookServer::State>
       std::fwrite(body.data(), 1, body.size(), out);
       std::fclose(out);
     }
-  }
-
-  static std::string nlohmann_escape(const std::string& text) {
-    std::string out = "{\"error\":\"";
-    for (char c : text) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-    }
-    return out + "\"}";
   }
 
   asio::awaitable<void> Session(tcp::socket socket) {

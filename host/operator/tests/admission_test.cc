@@ -10,6 +10,7 @@
 #include "host/operator/admission.h"
 #include "host/operator/certs.h"
 #include "host/operator/node_check.h"
+#include "host/operator/webhook_server.h"
 #include "host/operator/webhooks.h"
 
 namespace gpustack::op {
@@ -703,6 +704,54 @@ TEST(NodeDevicesJudge, APodSetOfManyLandsOnOneNodeAndItsChoiceRoundTrips) {
   EXPECT_EQ(back->pods, chosen.pods);
   EXPECT_EQ(back->CardsFor("main").size(), 1u);
   EXPECT_FALSE(ledger::ChosenFromAnnotation("{\"workload\":\"\"}"));
+}
+
+}  // namespace
+}  // namespace gpustack::op
+
+namespace gpustack::op {
+namespace {
+
+std::string Curl(const std::string& args) {
+  std::string out;
+  if (FILE* pipe = popen(("curl -sk -o - -w ' %{http_code}' " + args + " 2>&1").c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    pclose(pipe);
+  }
+  return out;
+}
+
+// The server's own answers: the handler's, a wrong method, a wrong path, a body over the limit
+// (said, not a dropped connection), and the latency of what it answered.
+TEST(WebhookServer, AnswersRefusesAndMeasures) {
+  auto ca = MakeCertificateAuthority("ca", std::chrono::hours(1));
+  auto serving =
+      MakeServingCertificate(*ca, "localhost", {"localhost"}, {"127.0.0.1"}, std::chrono::hours(1));
+  WebhookServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.body_limit = 1024;
+  WebhookServer server(options,
+                       {{"/echo", [](const std::string& body) {
+                           return HttpAnswer{200, "{\"got\":" + std::to_string(body.size()) + "}"};
+                         }}});
+  EXPECT_FALSE(server.Start());  // no certificate yet
+  ASSERT_TRUE(server.SetCertificate(serving->cert_pem, serving->key_pem));
+  EXPECT_FALSE(server.SetCertificate(serving->cert_pem, ca->key_pem));  // not its key
+  ASSERT_TRUE(server.Start());
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(Curl("-X POST --data abc " + url + "/echo"), "{\"got\":3} 200");
+  EXPECT_EQ(Curl(url + "/echo"), "{\"error\":\"only POST\"} 405");
+  EXPECT_EQ(Curl("-X POST --data abc " + url + "/nope"), "{\"error\":\"no such webhook\"} 404");
+  EXPECT_EQ(Curl("-X POST --data " + std::string(2000, 'a') + " " + url + "/echo"),
+            "{\"error\":\"the request is larger than 1024 bytes\"} 413");
+  server.Stop();
+  EXPECT_EQ(server.Latencies()["/echo"].total, 2u);  // the POST and the GET; not the 413
+  EXPECT_NE(server.RenderMetrics().find(
+                "gpustack_webhook_requests_total{path=\"(too large)\",code=\"413\"} 1"),
+            std::string::npos)
+      << server.RenderMetrics();
 }
 
 }  // namespace
