@@ -26,6 +26,7 @@
 #include "host/loader/dlopen_source.h"
 #include "host/node/daemon.h"
 #include "host/operator/worker.h"
+#include "host/runtime/node_config.h"
 
 namespace {
 
@@ -256,6 +257,19 @@ int RunServe(NodeFlags& flags, gpustack::node::DaemonOptions& options) {
               << "\n";
     return kBadInput;
   }
+  // The Node's plugins.gpustack.ai/<name> labels turn plugins on or off here; a change to them
+  // later restarts the daemon (RunDaemon), which then reads them again.
+  auto labels = gpustack::node::PluginLabelsOf(**client, options.node_name);
+  if (!labels) {
+    std::cerr << "error: cannot read node " << options.node_name << ": "
+              << gpustack::Printable(labels.error()) << "\n";
+    return 1;
+  }
+  options.plugin_labels = *labels;
+  const auto from_labels = gpustack::runtime::EnableOverridesFromLabels(*labels);
+  for (const std::string& problem : from_labels.problems)
+    std::cerr << "warning: " << problem << "\n";
+  flags.options.label_overrides = from_labels.overrides;
   auto node = dm::OpenNode(flags.options);
   if (!node) {
     std::cerr << "error: " << gpustack::Printable(node.error()) << "\n";

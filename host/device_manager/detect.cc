@@ -1,5 +1,7 @@
 #include "host/device_manager/detect.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace gpustack::device_manager {
@@ -11,6 +13,17 @@ Result<std::unique_ptr<runtime::NodeRuntime>> OpenNode(const NodeOptions& option
     auto loaded = runtime::LoadNodeConfig(options.node_config_path, options.loader.trusted_uid);
     if (!loaded) return std::move(loaded).failure();
     config = std::move(*loaded);
+  }
+  std::string node_name = options.node_name;
+  if (node_name.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0) node_name = host;
+  }
+  if (auto s = runtime::ApplyNodeSection(config, node_name); !s) return std::move(s).failure();
+  for (const auto& [source, overrides] : options.label_overrides) {
+    if (auto s = runtime::ApplyEnableOverrides(config, overrides, source); !s) {
+      return std::move(s).failure();
+    }
   }
   if (auto s = runtime::ApplyEnableOverrides(config, options.enable_env, "GPUSTACK_PLUGIN_ENABLE");
       !s) {

@@ -27,6 +27,8 @@ struct NodeOptions {
   std::string node_config_path;  // --node-config / GPUSTACK_NODE_CONFIG; empty = none
   std::string enable_env;        // GPUSTACK_PLUGIN_ENABLE
   std::string enable_flag;       // --enable
+  // The Node's plugins.gpustack.ai/<name> labels (serve reads them; the CLI commands do not).
+  std::vector<std::pair<std::string, std::string>> label_overrides;
   loader::LoaderOptions loader;
   std::string node_name;  // --node-name / NODE_NAME; the host name when empty
   std::filesystem::path state_dir = "/var/lib/gpustack/device-manager";  // --state-dir

@@ -64,6 +64,24 @@ Result<int> LockDirectory(const std::filesystem::path& path) {
   return fd;
 }
 
+std::map<std::string, std::string> PluginLabelsOf(const Json& node) {
+  std::map<std::string, std::string> out;
+  if (!node.contains("metadata") || !node["metadata"].contains("labels")) return out;
+  for (const auto& [key, value] : node["metadata"]["labels"].items()) {
+    if (key.starts_with(runtime::kPluginLabelPrefix) && value.is_string()) {
+      out[key] = value.get<std::string>();
+    }
+  }
+  return out;
+}
+
+Result<std::map<std::string, std::string>> PluginLabelsOf(kube::Client& client,
+                                                          const std::string& node_name) {
+  auto node = client.Get(kube::resources::Nodes(), "", node_name);
+  if (!node) return node.failure();
+  return PluginLabelsOf(*node);
+}
+
 int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
               const std::atomic<bool>& stop) {
   auto log = Logger("daemon");
@@ -127,6 +145,22 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
                                 }});
   informer.Start();
   pods.set_informer(&informer);
+  // The Node itself, for its plugin labels.
+  std::atomic<bool> labels_changed{false};
+  kube::InformerOptions node_options;
+  node_options.field_selector = "metadata.name=" + options.node_name;
+  kube::Informer node_informer(client, kube::resources::Nodes(), "", node_options);
+  auto look_at_node = [&](const kube::ObjectPtr& node) {
+    if (PluginLabelsOf(*node) == options.plugin_labels) return;
+    labels_changed = true;
+    poke();
+  };
+  node_informer.AddEventHandler(
+      {.on_add = look_at_node,
+       .on_update = [&](const kube::ObjectPtr&,
+                        const kube::ObjectPtr& node) { look_at_node(node); },
+       .on_delete = {}});
+  node_informer.Start();
   allocator.set_on_change([&] {
     board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
     dirty = true;
@@ -171,6 +205,7 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
     // registers anything: a node without its metrics would look healthy and not be.
     if (Status started = exporter.Start(); !started) {
       log->error("{}", started.error());
+      node_informer.Stop();
       informer.Stop();
       return 2;
     }
@@ -182,6 +217,7 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
     dirty = true;
     poke();
   });
+  int status = 0;
 
   auto next_discovery = std::chrono::steady_clock::now() + options.discover_period;
   auto next_reconcile = std::chrono::steady_clock::now() + options.reconcile_period;
@@ -193,11 +229,20 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       // A signal cannot notify a condition variable: stop is looked at once a second.
       const auto until = std::min({next_discovery, next_reconcile, next_sample,
                                    std::chrono::steady_clock::now() + std::chrono::seconds(1)});
-      wake.wait_until(lock, until,
-                      [&] { return stop || dirty || pods_changed || !deleted.empty(); });
+      wake.wait_until(lock, until, [&] {
+        return stop || dirty || pods_changed || labels_changed || !deleted.empty();
+      });
       gone.swap(deleted);
     }
     if (stop) break;
+    if (labels_changed) {
+      log->warn(
+          "the plugins.gpustack.ai/ labels of node {} changed: stopping, to start again "
+          "with them (allocations are rebuilt from the Pods' records)",
+          options.node_name);
+      status = kPluginLabelsChanged;
+      break;
+    }
     allocator.ReleaseDeleted(gone);
     if (pods_changed.exchange(false)) {
       std::vector<Json> cached;
@@ -242,13 +287,14 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
     }
   }
   pods.set_informer(nullptr);
+  node_informer.Stop();
   informer.Stop();
   exporter.Stop();
   log->info("stopping: unregistering from the kubelet");
   runtime.StopHealthLoop();
   board.Close();
   front.Stop();
-  return 0;
+  return status;
 }
 
 }  // namespace gpustack::node

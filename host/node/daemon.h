@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "host/kube/client.h"
@@ -34,7 +35,21 @@ struct DaemonOptions {
   std::chrono::milliseconds monitor_period{15'000};
   ExporterOptions exporter;
   bool serve_https = true;
+  // The Node's plugins.gpustack.ai/ labels the plugins were enabled with: when the Node's change,
+  // the daemon stops (status kPluginLabelsChanged) for its Pod to restart and apply them.
+  std::map<std::string, std::string> plugin_labels;
 };
+
+// RunDaemon's status when the Node's plugin labels changed: the kubelet restarts the container and
+// the ledger is rebuilt from the Pods' records, so nothing a Pod holds is lost.
+inline constexpr int kPluginLabelsChanged = 3;
+
+// The Node's labels under plugins.gpustack.ai/ (none when it has none). An error when the Node
+// cannot be read: a daemon that cannot read its own Node cannot publish to it either.
+Result<std::map<std::string, std::string>> PluginLabelsOf(kube::Client& client,
+                                                          const std::string& node_name);
+// The same, from a Node object already read.
+std::map<std::string, std::string> PluginLabelsOf(const Json& node);
 
 // One daemon per node: holds an exclusive lock on `path` for the life of the process (the fd is
 // kept open on purpose). ALREADY_EXISTS, naming the holder's pid, when another daemon has it.

@@ -27,9 +27,17 @@ Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesS
   Json plugins = Json::array();
   std::string not_ready;
   for (const runtime::PluginStatus& p : report.plugins) {
-    if (!p.enabled && p.state == runtime::PluginState::kDisabled) continue;  // off by policy
+    const bool disabled = !p.enabled && p.state == runtime::PluginState::kDisabled;
+    // Off because the node has none of its cards: not worth a line. Forced off (by the chart, the
+    // node config, a node label): listed with who said so, and not a problem.
+    if (disabled && !p.decision.starts_with("forced off")) continue;
     Json entry = {{"name", p.name.empty() ? p.origin : p.name},
                   {"state", std::string(runtime::StateName(p.state))}};
+    if (disabled) {
+      entry["message"] = p.decision;
+      plugins.push_back(std::move(entry));
+      continue;
+    }
     std::string why = p.error             ? p.error->message
                       : p.discovery_error ? p.discovery_error->message
                                           : "";

@@ -14,6 +14,7 @@
 #include "host/kube/leader_election.h"
 #include "host/kube/workqueue.h"
 #include "host/loader/dlopen_source.h"
+#include "host/runtime/node_config.h"
 
 namespace gpustack::op {
 namespace {
@@ -779,22 +780,17 @@ Result<ManufacturerTable> LoadManufacturers(
       problems->push_back(candidate.origin + ": " + plugin.error());
       continue;
     }
-    const runtime::PluginIdentity& id = (*plugin)->identity();
+    runtime::PluginIdentity id = (*plugin)->identity();
+    // The same deploy-time overrides the node daemons apply (the chart gives both the same env).
+    if (auto overridden = runtime::ApplyIdentityOverrides(id, getenv); !overridden) {
+      return Error{overridden.error(), Code::kInvalidArgument};
+    }
     table[id.manufacturer] = {id.manufacturer,           id.base_resource_name,
                               id.partition_kind,         candidate.origin,
                               id.one_card_per_container, id.min_slice_memory_percentage};
   }
   for (const runtime::SourceProblem& p : source_problems)
     if (p.fatal) return Error{p.message, Code::kInvalidArgument};
-  for (auto& [key, m] : table) {
-    std::string upper;
-    for (char c : key) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (std::string base = getenv("GPUSTACK_" + upper + "_ACCELERATABLE_RESOURCE_NAME");
-        !base.empty())
-      m.base = base;
-    if (std::string kind = getenv("GPUSTACK_" + upper + "_PARTITION_KIND"); !kind.empty())
-      m.partition_kind = kind;
-  }
   return table;
 }
 

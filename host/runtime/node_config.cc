@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
 #include <gpustack/client/manifest.hpp>
 
 #include "host/common/file_trust.h"
@@ -37,8 +41,25 @@ Result<NodeConfig> ParseNodeConfig(std::string_view json_text, const std::string
   NodeConfig config;
   config.default_setting.source = "default";
   for (const auto& [key, value] : doc.items()) {
-    if (key != "default_enable" && key != "plugins") {
-      return Invalid(source + ": unknown key \"" + key + "\" (expected default_enable, plugins)");
+    if (key != "default_enable" && key != "plugins" && key != "nodes") {
+      return Invalid(source + ": unknown key \"" + key +
+                     "\" (expected default_enable, plugins, nodes)");
+    }
+  }
+  config.source = source;
+  if (auto nodes = doc.find("nodes"); nodes != doc.end()) {
+    if (!nodes->is_object()) return Invalid(source + ": \"nodes\" must be an object");
+    for (const auto& [node, entry] : nodes->items()) {
+      const std::string where = source + " nodes." + node;
+      if (!entry.is_object()) return Invalid(where + ": must be an object of <plugin>: setting");
+      std::string overrides;
+      for (const auto& [name, value] : entry.items()) {
+        if (!value.is_string()) return Invalid(where + "." + name + ": must be auto, on or off");
+        overrides += (overrides.empty() ? "" : ",") + name + "=" + value.get<std::string>();
+      }
+      NodeConfig scratch;  // validated now, so a bad entry fails every node, not only its own
+      if (auto s = ApplyEnableOverrides(scratch, overrides, where); !s) return s.failure();
+      config.per_node[node] = overrides;
     }
   }
   if (auto it = doc.find("default_enable"); it != doc.end()) {
@@ -102,6 +123,33 @@ Status ApplyEnableOverrides(NodeConfig& config, std::string_view overrides,
   return Ok{};
 }
 
+Status ApplyNodeSection(NodeConfig& config, const std::string& node_name) {
+  auto it = config.per_node.find(node_name);
+  if (it == config.per_node.end()) return Ok{};
+  return ApplyEnableOverrides(config, it->second, config.source + " nodes." + node_name);
+}
+
+LabelOverrides EnableOverridesFromLabels(const std::map<std::string, std::string>& labels) {
+  LabelOverrides out;
+  const std::string_view prefix = kPluginLabelPrefix;
+  for (const auto& [key, value] : labels) {
+    if (!key.starts_with(prefix)) continue;
+    const std::string name = key.substr(prefix.size());
+    NodeConfig scratch;
+    const std::string source = "node label " + key;
+    if (name == "*" || name.find_first_of(",=") != std::string::npos) {
+      out.problems.push_back(source + ": not a plugin name; the label is ignored");
+      continue;
+    }
+    if (auto s = ApplyEnableOverrides(scratch, name + "=" + value, source); !s) {
+      out.problems.push_back(s.error() + "; the label is ignored");
+      continue;
+    }
+    out.overrides.emplace_back(source, name + "=" + value);
+  }
+  return out;
+}
+
 EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
                       const std::vector<uint16_t>& pci_vendor_ids,
                       const std::vector<pci::PciDevice>& inventory) {
@@ -148,12 +196,95 @@ Result<NodeConfig> LoadNodeConfig(const std::filesystem::path& path, uid_t trust
   return ParseNodeConfig(*text, source);
 }
 
-std::string LibraryVariable(const std::string& plugin_name) {
+namespace {
+
+// GPUSTACK_<NAME>_<suffix>, the name upper-cased with '-' as '_'.
+std::string PluginVariable(const std::string& plugin_name, std::string_view suffix) {
   std::string name = "GPUSTACK_";
   for (char c : plugin_name) {
     name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   }
-  return name + "_LIBRARY";
+  return name + "_" + std::string(suffix);
+}
+
+bool IsResourceName(std::string_view name) {  // <domain>/<name>, as Kubernetes extended resources
+  const size_t slash = name.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == name.size()) return false;
+  if (name.find('/', slash + 1) != std::string_view::npos || name.size() > 253) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '/' ||
+           c == '_' || (c >= 'A' && c <= 'Z');
+  });
+}
+
+bool IsLowerToken(std::string_view s) {  // a partition kind or a RuntimeClass name
+  return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+  });
+}
+
+}  // namespace
+
+std::string LibraryVariable(const std::string& plugin_name) {
+  return PluginVariable(plugin_name, "LIBRARY");
+}
+
+Result<std::optional<std::vector<uint16_t>>> VendorIdsOverride(
+    const std::string& manufacturer, const std::function<std::string(const std::string&)>& env) {
+  const std::string variable = PluginVariable(manufacturer, "PCI_VENDOR_ID");
+  const std::string value = env ? env(variable) : "";
+  if (value.empty()) return std::optional<std::vector<uint16_t>>{};
+  std::vector<uint16_t> ids;
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = Trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (const size_t underscore = item.find('_'); underscore != std::string_view::npos) {
+      item = item.substr(underscore + 1);  // <class>_<vendor>: the class is the scan's business
+    }
+    if (item.starts_with("0x") || item.starts_with("0X")) item.remove_prefix(2);
+    unsigned id = 0;
+    const bool hex =
+        !item.empty() && item.size() <= 4 && std::all_of(item.begin(), item.end(), [](char c) {
+          return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+        });
+    if (!hex || std::sscanf(std::string(item).c_str(), "%x", &id) != 1) {
+      return Invalid(variable + "=\"" + value + "\": \"" + std::string(item) +
+                     "\" is not a PCI vendor id (four hex digits, e.g. 10de or 0x10de)");
+    }
+    ids.push_back(static_cast<uint16_t>(id));
+  }
+  if (ids.empty()) return Invalid(variable + "=\"" + value + "\": no PCI vendor id");
+  return std::optional<std::vector<uint16_t>>{std::move(ids)};
+}
+
+Status ApplyIdentityOverrides(PluginIdentity& identity,
+                              const std::function<std::string(const std::string&)>& env) {
+  if (!env) return Ok{};
+  const std::string& key = identity.manufacturer;
+  if (auto v = PluginVariable(key, "ACCELERATABLE_RESOURCE_NAME"); !env(v).empty()) {
+    if (!IsResourceName(env(v))) {
+      return Invalid(v + "=\"" + env(v) + "\" is not a resource name (<domain>/<name>)");
+    }
+    identity.base_resource_name = env(v);
+  }
+  if (auto v = PluginVariable(key, "PARTITION_KIND"); !env(v).empty()) {
+    if (!IsLowerToken(env(v))) {
+      return Invalid(v + "=\"" + env(v) + "\" is not a partition kind (lower-case, e.g. mig)");
+    }
+    identity.partition_kind = env(v);
+  }
+  if (auto v = PluginVariable(key, "ACCELERATABLE_RUNTIME_NAME"); !env(v).empty()) {
+    if (!IsLowerToken(env(v))) {
+      return Invalid(v + "=\"" + env(v) + "\" is not a RuntimeClass name");
+    }
+    identity.runtime_class = env(v);
+  }
+  auto ids = VendorIdsOverride(key, env);
+  if (!ids) return ids.failure();
+  if (*ids) identity.pci_vendor_ids = **ids;
+  return Ok{};
 }
 
 ResolvedSettings SettingsFor(const NodeConfig& config, const std::string& plugin_name,

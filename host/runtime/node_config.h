@@ -8,7 +8,12 @@
 //   {"default_enable": "auto",
 //    "plugins": {"nvidia": {"enable": "on",
 //                           "config": {"library_path": "/opt/x/libnvidia-ml.so.1"}},
-//                "amd": {"enable": "off"}}}
+//                "amd": {"enable": "off"}},
+//    "nodes": {"gpu-node-7": {"nvidia": "off", "*": "auto"}}}
+// `nodes` holds per-node enable overrides, applied by the daemon of the node named
+// (ApplyNodeSection) above the plugin entries; one ConfigMap serves the whole cluster. A node label
+// plugins.gpustack.ai/<name>: on|off|auto (EnableOverridesFromLabels) comes above that, the
+// environment and --enable above all.
 // `library_path` is the one setting the host itself fills for every plugin, from the environment
 // variable GPUSTACK_<NAME>_LIBRARY when the node config does not set it, and it passes the same
 // trust rules as a plugin's own file.
@@ -21,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +48,9 @@ struct NodeConfig {
   SourcedSetting default_setting;  // applies to plugins not named
   std::map<std::string, SourcedSetting> per_plugin;
   std::map<std::string, std::map<std::string, std::string>> plugin_settings;  // config_get values
+  // nodes.<node>: "<plugin>=<setting>,..." as ApplyEnableOverrides reads it, already validated.
+  std::map<std::string, std::string> per_node;
+  std::string source;  // where the file was read, for the per-node entries' reasons
 };
 
 // A node config is a few KiB; a larger file is refused rather than read.
@@ -59,6 +68,22 @@ Result<NodeConfig> LoadNodeConfig(const std::filesystem::path& path, uid_t trust
 Status ApplyEnableOverrides(NodeConfig& config, std::string_view overrides,
                             const std::string& source);
 
+// Applies the config's own `nodes.<node_name>` section, if any, on top of its plugin entries.
+Status ApplyNodeSection(NodeConfig& config, const std::string& node_name);
+
+// The label prefix that turns a plugin on or off on one node: plugins.gpustack.ai/nvidia=off.
+inline constexpr char kPluginLabelPrefix[] = "plugins.gpustack.ai/";
+
+struct LabelOverrides {
+  // (source "node label plugins.gpustack.ai/nvidia", "nvidia=off"), for ApplyEnableOverrides.
+  std::vector<std::pair<std::string, std::string>> overrides;
+  std::vector<std::string> problems;  // labels that were ignored, and why
+};
+// The enable overrides a Node's labels carry (`labels` is metadata.labels: name -> value). A
+// label with a bad plugin name or value is reported and ignored, never fatal: a typo on one
+// node must not stop its daemon.
+LabelOverrides EnableOverridesFromLabels(const std::map<std::string, std::string>& labels);
+
 struct EnableDecision {
   bool enabled = false;
   std::string reason;
@@ -70,6 +95,18 @@ EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
 
 // The name of the variable that overrides a plugin's library: GPUSTACK_NVIDIA_LIBRARY.
 std::string LibraryVariable(const std::string& plugin_name);
+
+// The deploy-time overrides of a manufacturer's identity (reference §10.2), read through `env`:
+// GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME, _PARTITION_KIND, _ACCELERATABLE_RUNTIME_NAME and
+// _PCI_VENDOR_ID ("10de", "0x10de" or the reference's "<class>_<vendor>", comma-separated), where
+// <MFR> is the manufacturer key upper-cased with '-' as '_'. The chart fans
+// global.manufacturers.<mfr>.* out as these to the worker and the device manager, so a renamed
+// resource or a rebadged card needs no rebuild. A malformed value is an error naming the variable.
+Status ApplyIdentityOverrides(PluginIdentity& identity,
+                              const std::function<std::string(const std::string&)>& env);
+// The PCI vendor ids GPUSTACK_<MFR>_PCI_VENDOR_ID names for `manufacturer` (nullopt: not set).
+Result<std::optional<std::vector<uint16_t>>> VendorIdsOverride(
+    const std::string& manufacturer, const std::function<std::string(const std::string&)>& env);
 
 // The one setting the host applies for every plugin (and the Error::reason of its refusals).
 inline constexpr char kLibraryPathSetting[] = "library_path";

@@ -168,9 +168,14 @@ void NodeRuntime::Start(std::vector<PluginCandidate> candidates) {
       status.state = PluginState::kRefused;
       status.error = c.usable.failure();
       status.decision = "not considered: " + c.usable.error();
+    } else if (auto ids = VendorIdsOverride(c.name, options_.env); !ids) {
+      status.state = PluginState::kRefused;
+      status.error = ids.failure();
+      status.decision = "not considered: " + ids.error();
     } else {
+      // GPUSTACK_<MFR>_PCI_VENDOR_ID (the chart's global.manufacturers) replaces the manifest's.
       const EnableDecision d =
-          Decide(options_.config, c.name, c.pci_vendor_ids, report_.pci_devices);
+          Decide(options_.config, c.name, *ids ? **ids : c.pci_vendor_ids, report_.pci_devices);
       status.enabled = d.enabled;
       status.decision = d.reason;
     }
@@ -281,6 +286,9 @@ Status NodeRuntime::StartOne(const PluginCandidate& candidate, PluginStatus& sta
   if (hung) status.state = PluginState::kHung;
   if (!loaded) return std::move(loaded).failure();
   status.identity = (*loaded)->identity();
+  if (auto overridden = ApplyIdentityOverrides(*status.identity, options_.env); !overridden) {
+    return overridden.failure();
+  }
   auto guarded = std::make_unique<GuardedBackend>(std::move(*loaded), watchdog);
   if (auto init = guarded->Init(resolved.settings, report_.pci_devices); !init) {
     if (guarded->hung()) status.state = PluginState::kHung;

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +89,94 @@ TEST(EnablePolicy, BadInputIsRefusedWithItsSource) {
     EXPECT_EQ(parsed.error().rfind("node config f.json", 0), 0u) << parsed.error();
   }
   EXPECT_TRUE(ApplyEnableOverrides(config, "", "--enable")) << "empty is a no-op";
+}
+
+TEST(EnablePolicy, OneConfigServesEveryNodeThroughItsNodesSection) {
+  auto config = ParseNodeConfig(
+      R"({"plugins": {"nvidia": {"enable": "on"}},
+          "nodes": {"gpu-7": {"nvidia": "off", "*": "auto"}, "gpu-8": {"amd": "on"}}})",
+      "node config /etc/n.json");
+  ASSERT_TRUE(config) << config.error();
+  NodeConfig other = *config;
+  ASSERT_TRUE(ApplyNodeSection(other, "cpu-1"));  // not named: the plugin entries stand
+  EXPECT_EQ(Decide(other, "nvidia", {0x10de}, {}).reason, "forced on by node config /etc/n.json");
+  ASSERT_TRUE(ApplyNodeSection(*config, "gpu-7"));
+  // "*" sorts first: auto for the rest, then this node's own nvidia entry.
+  EXPECT_EQ(Decide(*config, "nvidia", {0x10de}, Inventory()).reason,
+            "forced off by node config /etc/n.json nodes.gpu-7");
+  EXPECT_EQ(Decide(*config, "amd", {0x1002}, {}).reason.rfind("auto:", 0), 0u);
+  auto gpu8 = ParseNodeConfig(R"({"nodes": {"gpu-8": {"amd": "on"}}})", "node config c");
+  ASSERT_TRUE(gpu8 && ApplyNodeSection(*gpu8, "gpu-8"));
+  EXPECT_EQ(Decide(*gpu8, "amd", {0x1002}, {}).reason, "forced on by node config c nodes.gpu-8");
+
+  for (const char* bad : {R"({"nodes": []})", R"({"nodes": {"n": {"nvidia": "maybe"}}})",
+                          R"({"nodes": {"n": {"nvidia": true}}})", R"({"nodes": {"n": "off"}})"}) {
+    auto parsed = ParseNodeConfig(bad, "node config f.json");
+    ASSERT_FALSE(parsed) << bad;
+    EXPECT_EQ(parsed.error().rfind("node config f.json", 0), 0u) << parsed.error();
+  }
+}
+
+TEST(EnablePolicy, NodeLabelsOverrideTheConfigAndABadLabelIsReportedNotFatal) {
+  const auto from = EnableOverridesFromLabels({{"plugins.gpustack.ai/nvidia", "off"},
+                                               {"plugins.gpustack.ai/amd", "sometimes"},
+                                               {"plugins.gpustack.ai/Bad_Name", "on"},
+                                               {"kubernetes.io/hostname", "n"}});
+  ASSERT_EQ(from.overrides.size(), 1u);
+  EXPECT_EQ(from.overrides[0].first, "node label plugins.gpustack.ai/nvidia");
+  EXPECT_EQ(from.overrides[0].second, "nvidia=off");
+  ASSERT_EQ(from.problems.size(), 2u);
+  EXPECT_NE(from.problems[0].find("plugins.gpustack.ai/Bad_Name"), std::string::npos);
+  EXPECT_NE(from.problems[1].find("\"sometimes\" is not one of auto, on, off"), std::string::npos)
+      << from.problems[1];
+
+  NodeConfig config = Defaults();
+  ASSERT_TRUE(ApplyEnableOverrides(config, "nvidia=on", "node config f"));
+  ASSERT_TRUE(ApplyEnableOverrides(config, from.overrides[0].second, from.overrides[0].first));
+  EXPECT_EQ(Decide(config, "nvidia", {0x10de}, Inventory()).reason,
+            "forced off by node label plugins.gpustack.ai/nvidia");
+}
+
+TEST(IdentityOverrides, TheChartsManufacturerRowsReachTheIdentityWithoutARebuild) {
+  std::map<std::string, std::string> vars = {
+      {"GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME", "example.org/gpu"},
+      {"GPUSTACK_NVIDIA_PARTITION_KIND", "mig2"},
+      {"GPUSTACK_NVIDIA_ACCELERATABLE_RUNTIME_NAME", "nvidia-cdi"},
+      {"GPUSTACK_NVIDIA_PCI_VENDOR_ID", "0302_10de, 0x1af4"},
+      {"GPUSTACK_T_HEAD_PCI_VENDOR_ID", "1ded"}};
+  auto env = [&](const std::string& name) {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::string() : it->second;
+  };
+  PluginIdentity id;
+  id.manufacturer = "nvidia";
+  id.base_resource_name = "nvidia.com/gpu";
+  ASSERT_TRUE(ApplyIdentityOverrides(id, env));
+  EXPECT_EQ(id.base_resource_name, "example.org/gpu");
+  EXPECT_EQ(id.partition_kind, "mig2");
+  EXPECT_EQ(id.runtime_class, "nvidia-cdi");
+  EXPECT_EQ(id.pci_vendor_ids, (std::vector<uint16_t>{0x10de, 0x1af4}));
+  auto thead = VendorIdsOverride("t-head", env);
+  ASSERT_TRUE(thead && *thead);
+  EXPECT_EQ(**thead, (std::vector<uint16_t>{0x1ded}));
+  auto none = VendorIdsOverride("amd", env);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+
+  for (const auto& [variable, value, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME", "gpu", "is not a resource name"},
+           {"GPUSTACK_NVIDIA_PARTITION_KIND", "MIG", "is not a partition kind"},
+           {"GPUSTACK_NVIDIA_PCI_VENDOR_ID", "nvidia", "is not a PCI vendor id"},
+           {"GPUSTACK_NVIDIA_PCI_VENDOR_ID", "10de0", "is not a PCI vendor id"}}) {
+    vars = {{variable, value}};
+    PluginIdentity bad;
+    bad.manufacturer = "nvidia";
+    auto status = ApplyIdentityOverrides(bad, env);
+    ASSERT_FALSE(status) << variable << "=" << value;
+    EXPECT_EQ(status.error().rfind(variable + "=\"" + value + "\"", 0), 0u) << status.error();
+    EXPECT_NE(status.error().find(says), std::string::npos) << status.error();
+  }
 }
 
 TEST(NodeConfig, AnUnknownKeyIsNamedNotIgnored) {
