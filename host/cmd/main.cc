@@ -25,6 +25,7 @@
 #include "host/kube/client.h"
 #include "host/loader/dlopen_source.h"
 #include "host/node/daemon.h"
+#include "host/operator/cleanup.h"
 #include "host/operator/worker.h"
 #include "host/runtime/node_config.h"
 
@@ -463,6 +464,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
 
+  CLI::App* cleanup = app.add_subcommand(
+      "cleanup",
+      "Remove what the worker created at run time: webhook configurations, its Kueue objects, the "
+      "InstanceTypes' finalizers, the CRDs, its Secrets (the chart's cleanupOnUninstall hook)");
+  gpustack::op::CleanupOptions cleanup_options;
+  cleanup
+      ->add_option("--namespace", cleanup_options.system_namespace,
+                   "The system namespace the worker ran in")
+      ->envname("KUBERNETES_POD_NAMESPACE")
+      ->capture_default_str();
+  bool keep_crds = false;
+  cleanup->add_flag("--keep-crds", keep_crds, "Leave the operator's CRDs (and their objects)");
+
   CLI::App* worker = app.add_subcommand(
       "worker", "Run the central worker: node pools, InstanceTypes and the Kueue chain");
   worker->alias("w");
@@ -601,6 +615,24 @@ int main(int argc, char** argv) {
     worker_flags.options.node_check_options.retry_after = std::chrono::seconds(retry_after);
     const int status = RunWorkerCommand(worker_flags);
     return g_signal == SIGTERM || g_signal == SIGINT ? status : Finish(status);
+  }
+  if (cleanup->parsed()) {
+    auto client = gpustack::kube::Client::FromEnvironment();
+    if (!client) {
+      std::cerr << "error: cannot reach the Kubernetes API: " << gpustack::Printable(client.error())
+                << "\n";
+      return kBadInput;
+    }
+    cleanup_options.crds = !keep_crds;
+    cleanup_options.progress = [](const std::string& line) { std::cout << line << std::endl; };
+    const auto report = gpustack::op::Cleanup(**client, cleanup_options);
+    for (const std::string& problem : report.problems) std::cerr << "error: " << problem << "\n";
+    std::cout << report.deleted << " object(s) deleted"
+              << (report.problems.empty()
+                      ? ""
+                      : ", " + std::to_string(report.problems.size()) + " could not be removed")
+              << std::endl;
+    return Finish(report.problems.empty() ? 0 : 1);
   }
   if (preflight->parsed()) {
     return Finish(RunPreflight(preflight_flags, preflight_options, preflight_output));

@@ -1,5 +1,7 @@
 #include "host/common/file_trust.h"
 
+#include <sys/statvfs.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -27,6 +29,17 @@ std::optional<std::string> AncestorTrustProblem(const struct stat& info, uid_t h
   return TrustProblem(info, host_uid);
 }
 
+namespace {
+
+// Nobody can replace a directory's entries through a read-only mount, whatever its mode: the
+// kubelet makes ConfigMap and emptyDir volumes 0777, and mounts them read-only where asked.
+bool OnReadOnlyMount(const std::filesystem::path& dir) {
+  struct statvfs fs {};
+  return ::statvfs(dir.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+}
+
+}  // namespace
+
 Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
@@ -46,7 +59,8 @@ Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid) {
   if (ec) return Error{path.string() + ": " + ec.message()};
   for (std::filesystem::path dir = real.parent_path();; dir = dir.parent_path()) {
     if (::stat(dir.c_str(), &info) != 0) return Error{dir.string() + ": " + std::strerror(errno)};
-    if (auto problem = AncestorTrustProblem(info, host_uid)) {
+    if (auto problem = AncestorTrustProblem(info, host_uid);
+        problem && !((info.st_uid == 0 || info.st_uid == host_uid) && OnReadOnlyMount(dir))) {
       return Error{path.string() + " is not trusted: its directory " + dir.string() + " is " +
                    *problem};
     }

@@ -24,7 +24,8 @@ std::optional<std::string> AncestorTrustProblem(const struct stat& info, uid_t h
 
 // Checks `path` (following symlinks, then the link itself) against TrustProblem, and every
 // directory above its real path against AncestorTrustProblem: whoever can write to any of them
-// could swap the plugin.
+// could swap the plugin. A directory on a read-only mount passes whatever its mode (a ConfigMap
+// or emptyDir volume mounted read-only into the node daemon's container), if its owner does.
 Status CheckTrusted(const std::filesystem::path& path, uid_t host_uid);
 
 }  // namespace gpustack

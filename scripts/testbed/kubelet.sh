@@ -7,15 +7,17 @@
 #   kubelet.sh up --dir D       (D: a testbed started by testbed.sh up --scheduler ...)
 #   kubelet.sh down --dir D
 #   kubelet.sh restart --dir D  (the kubelet alone; Pods keep running)
+#   kubelet.sh import --dir D IMAGE.tar...   (OCI archives, e.g. from scripts/images.sh)
 #
 # Pods use image docker.io/library/busybox:local with imagePullPolicy: Never.
 set -euo pipefail
 umask 077
 die() { echo "kubelet.sh: $*" >&2; exit 1; }
 
-[ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down|restart --dir D"
+[ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down|restart|import --dir D"
 command=$1
 dir=$(cd "$3" && pwd)
+shift 3
 [ -f "$dir/env" ] || die "no testbed in $dir"
 # shellcheck disable=SC1091
 source "$dir/env"
@@ -146,7 +148,9 @@ EOF
    "ipam": {"type": "host-local", "dataDir": "$node/ipam", "ranges": [[{"subnet": "10.88.0.0/16"}]]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 EOF
-  setsid containerd --config "$node/containerd.toml" >>"$dir/logs/containerd.log" 2>&1 </dev/null &
+  # umask 022: containerd makes each container's root directory with it, and a non-root
+  # container user must be able to enter / (the testbed directory itself stays private).
+  (umask 022 && exec setsid containerd --config "$node/containerd.toml") >>"$dir/logs/containerd.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/containerd"
   for _ in $(seq 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
   ctr_ images import "$node/images.tar" >/dev/null
@@ -202,9 +206,22 @@ cmd_down() {
   rm -rf "$node"
 }
 
+# Loads images into the node's containerd, as a registry pull would (Pods use imagePullPolicy
+# Never or IfNotPresent with them).
+cmd_import() {
+  ours containerd >/dev/null || die "no containerd runs for $dir"
+  [ $# -gt 0 ] || die "import needs image archives"
+  local tar
+  for tar in "$@"; do
+    [ -f "$tar" ] || die "no image archive $tar"
+    ctr_ images import "$tar" >/dev/null || die "importing $tar failed"
+  done
+}
+
 case $command in
   up) cmd_up ;;
   down) cmd_down ;;
   restart) cmd_restart ;;
-  *) die "usage: kubelet.sh up|down|restart --dir D" ;;
+  import) cmd_import "$@" ;;
+  *) die "usage: kubelet.sh up|down|restart|import --dir D" ;;
 esac

@@ -248,30 +248,16 @@ EOF
     | grep -c True)\" -ge $KWOK_NODES ]"
 }
 
-# The operator's credit transformations (reference §5.1) for the nine manufacturers' resource
-# names. Kueue v0.17 has no IgnoreUndeclared quota check, so the request keys that carry no quota
-# are turned into nothing (Replace with no outputs), and memory and storage are left out, as are
-# the per-profile partition keys (<base>.partitioned.<kind>-<profile>: their cost is the folded
-# .partitioned.units; a prefix, because the profiles are the cards', not a fixed list).
+# The operator's credit transformations (reference §5.1) and exclusions: the `resources` section
+# of the Kueue configuration the chart ships (charts/gpustack-operator/values.yaml), so the
+# testbed's Kueue runs what a `helm install` would.
 kueue_resources() {
-  local mfr base
-  echo "resources:"
-  echo "  excludeResourcePrefixes: [memory, ephemeral-storage, hugepages-, nvidia.com/gpu.partitioned.mig-, alibabacloud.com/ppu.partitioned.mig-]"
-  echo "  transformations:"
-  for entry in amd:amd.com/gpu ascend:huawei.com/npu cambricon:cambricon.com/mlu hygon:hygon.com/dcu \
-      iluvatar:iluvatar.com/gpu metax:metax-tech.com/gpu mthreads:mthreads.com/gpu \
-      nvidia:nvidia.com/gpu thead:alibabacloud.com/ppu; do
-    mfr=${entry%%:*} base=${entry#*:}
-    cat <<EOF
-  - {input: $base, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "1600000"}}
-  - {input: $base.shared, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "160000"}}
-  - {input: $base.sliced.units, strategy: Replace, multiplyBy: $base.sliced, outputs: {credits.gpustack.ai/$mfr: "1"}}
-  - {input: $base.partitioned.units, strategy: Replace, outputs: {credits.gpustack.ai/$mfr: "1"}}
-EOF
-    for counter in sliced sliced.memory-percentage sliced.memory-mib sliced.cores-percentage partitioned; do
-      echo "  - {input: $base.$counter, strategy: Replace}"
-    done
-  done
+  python3 - "$repo/charts/gpustack-operator/values.yaml" <<'PY'
+import sys, yaml
+values = yaml.safe_load(open(sys.argv[1]))
+config = yaml.safe_load(values["kueue"]["managerConfig"]["controllerManagerConfigYaml"])
+print(yaml.safe_dump({"resources": config["resources"]}, sort_keys=False), end="")
+PY
 }
 
 prepare_kueue() {

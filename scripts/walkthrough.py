@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The local cluster's walkthrough (scripts/run.sh): Pods of each shape through the five gates,
+one that finds no card queued until another finishes, then where each landed and what it got.
+
+  scripts/walkthrough.py KUBECTL KUBECONFIG
+"""
+import json
+import subprocess
+import sys
+import time
+
+KUBECTL, KUBECONFIG = sys.argv[1], sys.argv[2]
+NS = "walkthrough"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ALLOCATED = "device.gpustack.ai/accelerator.allocated"
+MODES = {1: "exclusive", 2: "shared", 3: "sliced", 4: "partitioned"}
+
+
+def kubectl(*args, stdin=None, check=True):
+    done = subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, *args], input=stdin,
+                          capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise SystemExit(f"walkthrough: kubectl {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def get_json(*args):
+    return json.loads(kubectl(*args, "-o", "json"))
+
+
+def say(line):
+    print(f"    {line}", file=sys.stderr, flush=True)
+
+
+def pool_entrances():
+    """(T4 pool entrance, CPU pool entrance) from the InstanceTypes."""
+    t4 = cpu = None
+    for it in get_json("get", "instancetypes")["items"]:
+        spec, status = it.get("spec", {}), it.get("status", {})
+        group = spec.get("acceleratorGroup", "") or ""
+        if "t4" in group.lower() and not it["metadata"]["name"].startswith("gpustack-aware"):
+            t4 = status.get("entrance")
+        elif not group and "aware" not in it["metadata"]["name"]:
+            cpu = cpu or status.get("entrance")
+    if not t4 or not cpu:
+        raise SystemExit("walkthrough: no T4 or CPU pool with an entrance yet")
+    return t4, cpu
+
+
+def pod(name, queue, limits):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {QUEUE_LABEL: queue}},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "docker.io/library/busybox:local",
+                                     "imagePullPolicy": "Never", "command": ["sleep", "3600"],
+                                     "resources": {"limits": limits, "requests": limits}}]}}
+
+
+def wait_running(names, seconds=120):
+    deadline = time.time() + seconds
+    while True:
+        pods = {p["metadata"]["name"]: p for p in get_json("get", "pods", "-n", NS)["items"]}
+        phases = {n: pods.get(n, {}).get("status", {}).get("phase") for n in names}
+        if all(p == "Running" for p in phases.values()):
+            return
+        if time.time() > deadline:
+            raise SystemExit(f"walkthrough: not running after {seconds}s: {phases}")
+        time.sleep(1)
+
+
+def events_of(name):
+    items = get_json("get", "events", "-n", NS, "--field-selector",
+                     f"involvedObject.name={name}")["items"]
+    return [e for e in items if e.get("reason") == "NoCardFits"]
+
+
+def main():
+    t4, cpu = pool_entrances()
+    kubectl("create", "namespace", NS, check=False)
+    # Entrances reach every namespace: wait for this one's.
+    deadline = time.time() + 60
+    while t4 not in kubectl("get", "localqueues", "-n", NS, "-o", "name"):
+        if time.time() > deadline:
+            raise SystemExit(f"walkthrough: no entrance {t4} in namespace {NS}")
+        time.sleep(1)
+    shapes = [
+        ("cpu", cpu, {"cpu": "500m"}, "a CPU-only Pod through the CPU pool"),
+        ("whole", t4, {"nvidia.com/gpu": "1"}, "a whole card"),
+        ("shared", t4, {"nvidia.com/gpu.shared": "2"}, "two of a card's ten shared slots"),
+        ("slice", t4, {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "25"},
+         "a 25 % memory slice"),
+        ("whole-2", t4, {"nvidia.com/gpu": "1"}, "the last free card"),
+    ]
+    for name, queue, limits, what in shapes:
+        say(f"{name}: {what} ({', '.join(f'{k}={v}' for k, v in limits.items())}, queue {queue})")
+        kubectl("apply", "-f", "-", stdin=json.dumps(pod(name, queue, limits)))
+    wait_running([s[0] for s in shapes])
+    say("whole-3: one more whole card: Kueue has the credits, but no card is free (gate 3)")
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod("whole-3", t4, {"nvidia.com/gpu": "1"})))
+    deadline = time.time() + 60
+    while not events_of("whole-3"):
+        if time.time() > deadline:
+            raise SystemExit("walkthrough: whole-3 was not held back by gpustack-node-devices")
+        time.sleep(1)
+    say("whole-3 waits: " + events_of("whole-3")[-1]["message"][:160])
+    say("deleting whole: its card goes back, and gate 3 admits whole-3 on its next try")
+    kubectl("delete", "pod", "-n", NS, "whole", "--wait=true")
+    wait_running(["whole-3"], 90)
+    say("whole-3 admitted and running")
+
+    print()
+    print(kubectl("get", "instancetypes"))
+    rows = [("POD", "NODE", "PHASE", "GRANTED")]
+    for p in get_json("get", "pods", "-n", NS)["items"]:
+        granted = p["metadata"].get("annotations", {}).get(ALLOCATED)
+        what = "-"
+        if granted:
+            # {container: {"accelerators": [{"id", "mode", "allocated", ...}]}} (host/ledger/model.h)
+            parts = []
+            for container, allocation in json.loads(granted).items():
+                for a in allocation.get("accelerators", []):
+                    mode = MODES.get(a.get("mode"), str(a.get("mode")))
+                    extra = (f" {a['sharedSlots']} slots" if a.get("sharedSlots") else "") + \
+                            (f" {a['allocated']} units" if mode == "sliced" else "")
+                    parts.append(f"{container}: {mode} {a.get('id', '?')}{extra}")
+            what = "; ".join(parts) or "-"
+        rows.append((p["metadata"]["name"], p["spec"].get("nodeName", "-"),
+                     p["status"].get("phase", "-"), what))
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}")
+
+
+if __name__ == "__main__":
+    main()
