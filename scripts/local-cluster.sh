@@ -83,25 +83,22 @@ worker:
   securePort: $worker_port
   webhookPort: $webhook_port
   tolerations: []
-  affinity:
+  affinity: &real-node   # kwok nodes run no containers
     nodeAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
         nodeSelectorTerms: [{matchExpressions: [{key: type, operator: NotIn, values: [kwok]}]}]
   env:
-    - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
-    - {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
+    - &api-host {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
+    - &api-port {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
 deviceManager:
   hostNetwork: true
   securePort: $dm_port
   podResourcesSocket: $dir/node/kubelet/pod-resources/kubelet.sock
   dataDir: $dir/node/gpustack
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms: [{matchExpressions: [{key: type, operator: NotIn, values: [kwok]}]}]
+  affinity: *real-node
   env:
-    - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
-    - {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
+    - *api-host
+    - *api-port
     - {name: GPUSTACK_NVIDIA_LIBRARY, value: /opt/fake/vendor/libnvidia-ml.so.1}
     - {name: GPUSTACK_FAKE_FIXTURE, value: /opt/fake/nodes/$node_fixture.json}
     - {name: GPUSTACK_SYSFS_ROOT, value: /opt/fake/sys}
