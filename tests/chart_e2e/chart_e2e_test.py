@@ -197,6 +197,17 @@ class ChartE2e(unittest.TestCase):
             done = helm("template", "x", CHART, "--set", setting, check=False)
             self.assertNotEqual(done.returncode, 0, setting)
             self.assertIn(says, done.stderr, setting)
+        # The defaults mount no simulated hardware; selection and certificates reach the args.
+        defaults = helm("template", RELEASE, CHART, "-n", NS).stdout
+        self.assertNotIn("/opt/fake", defaults)
+        self.assertNotIn("--enable=", defaults)
+        chosen = helm("template", RELEASE, CHART, "-n", NS, "--set",
+                      "plugins.nvidia.enabled=false,plugins.amd.enabled=false,"
+                      "global.certmanager.enabled=true,global.manufacturers.nvidia.pciVendorID=0x10de").stdout
+        self.assertIn("--enable=amd=off,nvidia=off", chosen)
+        self.assertIn("kind: Certificate", chosen)
+        self.assertIn("--webhook-certificates=cert-manager", chosen)
+        self.assertIn("GPUSTACK_NVIDIA_PCI_VENDOR_ID", chosen)
         rendered = helm("template", RELEASE, CHART, "-n", NS, "-f", VALUES,
                         "--set", "cleanupOnUninstall=true,deviceManager.networkPolicy.enabled=true").stdout
         done = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", stdin=rendered,
