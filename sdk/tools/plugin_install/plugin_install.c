@@ -103,25 +103,31 @@ int main(int argc, char **argv) {
   }
   DIR *dir = opendir(from);
   if (dir == NULL) return fail("cannot open", from) + 1;
+  /* An image without a manifest is the wrong image: refuse it before writing anything. */
+  int manifests = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir)) != NULL) {
+    if (entry->d_name[0] != '.' && ends_with(entry->d_name, ".json")) ++manifests;
+  }
+  if (manifests == 0) {
+    fprintf(stderr, "gpustack-plugin-install: %s holds no plugin manifest (*.json)\n", from);
+    closedir(dir);
+    return 2;
+  }
+  rewinddir(dir);
   if (prepare_target(to) != 0) {
     closedir(dir);
     return 1;
   }
-  int manifests = 0, status = 0;
-  struct dirent *entry;
+  int status = 0;
   while ((entry = readdir(dir)) != NULL) {
     if (entry->d_name[0] == '.') continue;
     char src[4096];
     struct stat info;
     snprintf(src, sizeof src, "%s/%s", from, entry->d_name);
     if (stat(src, &info) != 0 || !S_ISREG(info.st_mode)) continue;
-    if (ends_with(entry->d_name, ".json")) ++manifests;
     if (copy_one(from, to, entry->d_name) != 0) status = 1;
   }
   closedir(dir);
-  if (manifests == 0) {
-    fprintf(stderr, "gpustack-plugin-install: %s holds no plugin manifest (*.json)\n", from);
-    return 2;
-  }
   return status;
 }
