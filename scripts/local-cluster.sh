@@ -40,6 +40,7 @@ on_error() {
     echo "--- last lines of $step_log ---" >&2
     tail -n 25 "$step_log" >&2
   fi
+  [ ! -f "$dir/env" ] || echo "what was started stays up for a look; scripts/run.sh down removes it" >&2
   exit "$status"
 }
 
