@@ -102,7 +102,8 @@ def main():
         if time.time() > deadline:
             raise SystemExit("walkthrough: whole-3 was not held back by gpustack-node-devices")
         time.sleep(1)
-    say("whole-3 waits: " + events_of("whole-3")[-1]["message"][:160])
+    message = events_of("whole-3")[-1]["message"]
+    say("whole-3 waits: " + (message if len(message) <= 300 else message[:300] + " …"))
     say("deleting whole: its card goes back, and gate 3 admits whole-3 on its next try")
     kubectl("delete", "pod", "-n", NS, "whole", "--wait=true")
     wait_running(["whole-3"], 90)
