@@ -180,6 +180,18 @@ class ChartE2e(unittest.TestCase):
             with open(os.path.join(DIR, "actual-permissions.txt"), "w") as f:
                 f.write(actual)
         self.assertEqual(actual, expected, f"see {DIR}/actual-permissions.txt")
+        # What RBAC cannot say, the node restriction policy does: a daemon changes its own node only.
+        daemon = f"--as=system:serviceaccount:{NS}:{RELEASE}-device-manager"
+        on_node = "--as-user-extra=authentication.kubernetes.io/node-name=" + NODE
+        other = get("nodes", "-l", "type=kwok")["items"][0]["metadata"]["name"]
+        done = kubectl("label", "node", other, "gpustack.test/by-daemon=x", daemon, on_node, check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(f"a device manager on node {NODE} may not change nodes of node {other}", done.stderr)
+        done = kubectl("label", "node", NODE, "gpustack.test/by-daemon=x", daemon, check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("the device manager's token names no node", done.stderr)
+        kubectl("label", "node", NODE, "gpustack.test/by-daemon=x", daemon, on_node)
+        kubectl("label", "node", NODE, "gpustack.test/by-daemon-")
         for account in (f"{RELEASE}-worker", f"{RELEASE}-device-manager"):
             self.assertNotIn("*.*", actual.replace(" ", ""), "no wildcard grants")
             can = kubectl("auth", "can-i", "delete", "nodes", f"--as=system:serviceaccount:{NS}:{account}",
