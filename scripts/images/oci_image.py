@@ -95,7 +95,6 @@ def main():
     p.add_argument("--ref", required=True, action="append", help="image name(s) to import as")
     p.add_argument("--out", required=True)
     p.add_argument("--entrypoint", nargs="*", default=[])
-    p.add_argument("--cmd", nargs="*", default=[])
     p.add_argument("--user", default="")
     p.add_argument("--env", action="append", default=[])
     p.add_argument("--workdir", default="/")
@@ -110,7 +109,7 @@ def main():
     blobs = {sha256(layer): layer}
     config = {
         "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": args.entrypoint or None, "Cmd": args.cmd or None,
+        "config": {"Entrypoint": args.entrypoint or None,
                    "Env": args.env, "User": args.user, "WorkingDir": args.workdir,
                    "Labels": dict(l.split("=", 1) for l in args.label)},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + sha256(layer)]},

@@ -12,6 +12,7 @@
 # Pods use image docker.io/library/busybox:local with imagePullPolicy: Never.
 set -euo pipefail
 umask 077
+here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "kubelet.sh: $*" >&2; exit 1; }
 
 [ $# -ge 3 ] && [ "$2" = --dir ] || die "usage: kubelet.sh up|down|restart|import --dir D"
@@ -43,40 +44,14 @@ static void done(int s) { (void)s; exit(0); }
 int main(void) { signal(SIGTERM, done); signal(SIGINT, done); for (;;) pause(); }
 EOF
   gcc -static -O2 -o "$node/pause" "$node/pause.c"
-  # One layer (busybox-static + pause), two names: the sandbox image and a busybox.
-  python3 - "$node" <<'EOF'
-import hashlib, io, json, sys, tarfile
-node = sys.argv[1]
-def digest(data): return hashlib.sha256(data).hexdigest()
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w") as t:
-    for d in ["bin", "tmp", "etc", "proc", "sys", "dev"]:
-        ti = tarfile.TarInfo(d); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; t.addfile(ti)
-    t.add("/bin/busybox", arcname="bin/busybox")
-    t.add(node + "/pause", arcname="pause")
-    for name in ["sh", "sleep", "echo", "cat", "ls", "env"]:
-        ti = tarfile.TarInfo("bin/" + name); ti.type = tarfile.SYMTYPE; ti.linkname = "busybox"; t.addfile(ti)
-layer = buf.getvalue()
-blobs = {digest(layer): layer}
-manifests = []
-for ref, entry in [("registry.k8s.io/pause:3.10", ["/pause"]), ("docker.io/library/busybox:local", ["/bin/sh"])]:
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Entrypoint": entry, "Env": ["PATH=/bin"]},
-                         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + digest(layer)]}}).encode()
-    blobs[digest(config)] = config
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + digest(config), "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + digest(layer), "size": len(layer)}]}).encode()
-    blobs[digest(manifest)] = manifest
-    manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + digest(manifest),
-                      "size": len(manifest), "annotations": {"io.containerd.image.name": ref}})
-with tarfile.open(node + "/images.tar", "w") as t:
-    def add(name, data):
-        ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
-    add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-    add("index.json", json.dumps({"schemaVersion": 2, "manifests": manifests}).encode())
-    for d, data in blobs.items():
-        add("blobs/sha256/" + d, data)
-EOF
+  # Two images (scripts/images/oci_image.py): the sandbox's pause, and a busybox for test Pods.
+  local oci=$here/../images/oci_image.py link links=()
+  for link in sh sleep echo cat ls env; do links+=(--symlink "bin/$link:busybox"); done
+  python3 "$oci" --ref registry.k8s.io/pause:3.10 --out "$node/pause.tar" --entrypoint /pause \
+    --env PATH=/bin --file "$node/pause:/pause:0755" 2>/dev/null
+  python3 "$oci" --ref docker.io/library/busybox:local --out "$node/busybox.tar" \
+    --entrypoint /bin/sh --env PATH=/bin --file /bin/busybox:/bin/busybox:0755 "${links[@]}" \
+    --dir tmp:1777 --dir etc --dir proc --dir sys --dir dev --file "$node/pause:/pause:0755" 2>/dev/null
 }
 
 # Starts the kubelet (its config already written) and waits until the node is Ready.
@@ -153,7 +128,8 @@ EOF
   (umask 022 && exec setsid containerd --config "$node/containerd.toml") >>"$dir/logs/containerd.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/containerd"
   for _ in $(seq 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
-  ctr_ images import "$node/images.tar" >/dev/null
+  ctr_ images import "$node/pause.tar" >/dev/null
+  ctr_ images import "$node/busybox.tar" >/dev/null
   local ip
   # The kubelet refuses a loopback node IP: the first global IPv4 address.
   ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
