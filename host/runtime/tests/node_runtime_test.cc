@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "host/runtime/testing/fake_backend.h"
@@ -189,6 +190,37 @@ TEST(NodeRuntime, ALibraryPathOthersCanWriteIsRefusedWhateverItsSource) {
   auto trusted = OpenRuntime(options, {{CandidateOf(*acme), acme}});
   EXPECT_EQ(StatusOf(trusted->Report(), "acme").state, PluginState::kRunning);
   EXPECT_EQ(acme->settings.at("library_path"), library.string());
+}
+
+TEST(NodeRuntime, TheDeployTimeManufacturerOverridesReachTheRunningIdentity) {
+  Node node;
+  node.AddPci(0x4321, 1);  // a rebadged card: not the vendor id the plugin declares
+  auto acme = MakeScript("acme", 0x1234, 1);
+  std::map<std::string, std::string> vars = {
+      {"GPUSTACK_ACME_PCI_VENDOR_ID", "4321"},
+      {"GPUSTACK_ACME_ACCELERATABLE_RESOURCE_NAME", "example.org/accel"}};
+  RuntimeOptions options = node.Options();
+  options.env = [&](const std::string& name) {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::string() : it->second;
+  };
+  auto runtime = OpenRuntime(options, {{CandidateOf(*acme), acme}});
+  ASSERT_EQ(StatusOf(runtime->Report(), "acme").state, PluginState::kRunning)
+      << StatusOf(runtime->Report(), "acme").decision;
+  const auto identities = runtime->RunningIdentities();
+  ASSERT_EQ(identities.size(), 1u);
+  EXPECT_EQ(identities[0].base_resource_name, "example.org/accel");
+  EXPECT_EQ(identities[0].pci_vendor_ids, (std::vector<uint16_t>{0x4321}));
+
+  vars["GPUSTACK_ACME_ACCELERATABLE_RESOURCE_NAME"] = "accel";  // no domain
+  auto refused = OpenRuntime(options, {{CandidateOf(*acme), acme}});
+  const NodeReport report = refused->Report();
+  const PluginStatus& status = StatusOf(report, "acme");
+  EXPECT_EQ(status.state, PluginState::kFailed);
+  ASSERT_TRUE(status.error);
+  EXPECT_NE(status.error->message.find("GPUSTACK_ACME_ACCELERATABLE_RESOURCE_NAME=\"accel\""),
+            std::string::npos)
+      << status.error->message;
 }
 
 TEST(NodeRuntime, APluginThatCrashedTheLastProcessIsQuarantinedUntilItsFileChanges) {
