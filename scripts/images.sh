@@ -9,6 +9,8 @@
 #                               third-party plugin image (entrypoint gpustack-plugin-install)
 #
 #   scripts/images.sh [--build DIR] [--out DIR]     (defaults: build, DIR/images)
+# DIR may be empty or absent: it is configured (RelWithDebInfo) and only what the images hold is
+# built.
 # Prints the archives' paths; `ctr -n k8s.io images import <tar>` loads one into containerd
 # (scripts/testbed/kubelet.sh import does that for the test node).
 set -euo pipefail
@@ -22,13 +24,20 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -f "$build/CMakeCache.txt" ] || { echo "images.sh: $build is not a configured build tree" >&2; exit 2; }
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  if [ -e "$build" ] && [ -n "$(ls -A "$build")" ]; then
+    echo "images.sh: $build is neither a configured build tree nor empty" >&2
+    exit 2
+  fi
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+fi
 out=${out:-$build/images}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 say() { echo "images.sh: $*" >&2; }
 
-cmake --build "$build" --target gpustack-operator plugins_all gpustack-plugin-install >&2
+# sdk_all: what the SDK's install component holds (the example image is built against it).
+cmake --build "$build" --target gpustack-operator plugins_all sdk_all >&2
 version=$(sed -n 's/^project(gpustack_operator VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 [ -n "$version" ] || { echo "images.sh: cannot read the project version" >&2; exit 1; }
 
