@@ -142,6 +142,12 @@ std::vector<gpustack_str> Strs(const std::vector<std::string>& strings) {
 
 std::string_view HookName(Hook hook) {
   switch (hook) {
+    case Hook::kLoad:
+      return "load";
+    case Hook::kInit:
+      return "init";
+    case Hook::kShutdown:
+      return "shutdown";
     case Hook::kDiscover:
       return "discover";
     case Hook::kGrant:
@@ -336,6 +342,10 @@ Plugin::~Plugin() { Shutdown(); }
 
 bool Plugin::Provides(Hook hook) const {
   switch (hook) {
+    case Hook::kLoad:
+    case Hook::kInit:
+    case Hook::kShutdown:
+      return true;
     case Hook::kDiscover:
       return api_.discover != nullptr;
     case Hook::kGrant:

@@ -34,27 +34,30 @@ bool CopyPrefix(const T* src, size_t min_size, T* out) noexcept {
   return true;
 }
 
+// The names of the status codes, by number: "OK" at 0 up to "INCOMPATIBLE_VERSION".
+inline constexpr std::string_view kStatusNames[] = {"OK",
+                                                    "CANCELLED",
+                                                    "UNKNOWN",
+                                                    "INVALID_ARGUMENT",
+                                                    "DEADLINE_EXCEEDED",
+                                                    "NOT_FOUND",
+                                                    "ALREADY_EXISTS",
+                                                    "PERMISSION_DENIED",
+                                                    "RESOURCE_EXHAUSTED",
+                                                    "FAILED_PRECONDITION",
+                                                    "ABORTED",
+                                                    "OUT_OF_RANGE",
+                                                    "UNIMPLEMENTED",
+                                                    "INTERNAL",
+                                                    "UNAVAILABLE",
+                                                    "DATA_LOSS",
+                                                    "UNAUTHENTICATED",
+                                                    "INCOMPATIBLE_VERSION"};
+
 // The name of a status code, for messages. Unknown codes read "STATUS_<n>".
 inline std::string StatusName(gpustack_status code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED",
-                                           "INCOMPATIBLE_VERSION"};
-  if (code >= 0 && static_cast<size_t>(code) < std::size(kNames)) return kNames[code];
+  if (code >= 0 && static_cast<size_t>(code) < std::size(kStatusNames))
+    return std::string(kStatusNames[code]);
   return "STATUS_" + std::to_string(code);
 }
 

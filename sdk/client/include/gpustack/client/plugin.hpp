@@ -44,8 +44,12 @@ struct Identity {
   uint32_t min_slice_memory_percentage = 0;      // 1.2; 0: any
 };
 
-// The optional hooks, by their plugin.h names.
+// The optional hooks, by their plugin.h names, and the calls around them that every plugin has
+// (init, shutdown, and loading the library: its constructors, negotiation and identify). The host
+// records these numbers in its crash journal: append only.
 enum class Hook {
+  kInit,
+  kShutdown,
   kDiscover,
   kGrant,
   kListPartitions,
@@ -56,8 +60,9 @@ enum class Hook {
   kListDeviceNodes,
   kPrepareSlice,
   kUnprepareSlice,
+  kLoad,
 };
-std::string_view HookName(Hook hook);  // "discover"
+std::string_view HookName(Hook hook);  // "discover", "init"
 
 struct MetricsSnapshot {
   std::vector<sdk::DeviceSample> devices;
@@ -107,7 +112,7 @@ class Plugin {
   // The negotiated part of the plugin's table (later slots read NULL), for raw checks.
   const gpustack_plugin_api& table() const { return api_; }
   gpustack_plugin_negotiate_fn negotiate() const { return negotiate_; }
-  bool Provides(Hook hook) const;
+  bool Provides(Hook hook) const;  // always for kLoad, kInit and kShutdown
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
 
   // Creates the plugin's instance. `services` and everything `pci_devices` points to must stay

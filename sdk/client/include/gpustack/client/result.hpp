@@ -11,6 +11,8 @@
 #ifndef GPUSTACK_CLIENT_RESULT_HPP_
 #define GPUSTACK_CLIENT_RESULT_HPP_
 
+#include <gpustack/plugin_types.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -96,25 +98,11 @@ struct Ok {};
 using Status = Result<Ok>;
 
 inline std::string_view CodeName(Code code) {
-  static constexpr std::string_view kNames[] = {"OK",
-                                                "CANCELLED",
-                                                "UNKNOWN",
-                                                "INVALID_ARGUMENT",
-                                                "DEADLINE_EXCEEDED",
-                                                "NOT_FOUND",
-                                                "ALREADY_EXISTS",
-                                                "PERMISSION_DENIED",
-                                                "RESOURCE_EXHAUSTED",
-                                                "FAILED_PRECONDITION",
-                                                "ABORTED",
-                                                "OUT_OF_RANGE",
-                                                "UNIMPLEMENTED",
-                                                "INTERNAL",
-                                                "UNAVAILABLE",
-                                                "DATA_LOSS",
-                                                "UNAUTHENTICATED"};
+  // The plugin ABI's status numbering, without its INCOMPATIBLE_VERSION.
   const auto index = static_cast<int64_t>(code);
-  return index >= 0 && index < static_cast<int64_t>(std::size(kNames)) ? kNames[index] : "UNKNOWN";
+  return index >= 0 && index <= static_cast<int64_t>(Code::kUnauthenticated)
+             ? sdk::kStatusNames[index]
+             : "UNKNOWN";
 }
 
 inline Code CodeFromNumber(int64_t number) {
