@@ -135,14 +135,11 @@ class AscendPlugin final : public sdk::Plugin {
           pass.Found(slot, Trimmed(chip.chip_type, sizeof chip.chip_type) + " " + chip_name,
                      std::move(g), std::move(a));
         } catch (const sdk::Error& e) {
-          if (pass.Unreadable(slot, e.what())) {
-            const sdk::Accelerator& known = book_.at(slot).card;
-            npus.push_back({known.id, card, dev, known.physical_indexes.at(0),
-                            static_cast<uint32_t>(npus.size())});
-          } else {
-            host_.Log(GPUSTACK_LOG_ERROR,
-                      where + " left out: " + e.what() + " (never read, so it cannot be named)");
-          }
+          support::KeepUnreadable(
+              pass, book_, host_, slot, where, e.what(), [&](const sdk::Accelerator& known) {
+                npus.push_back({known.id, card, dev, known.physical_indexes.at(0),
+                                static_cast<uint32_t>(npus.size())});
+              });
         }
       }
     }

@@ -126,13 +126,10 @@ class CambriconPlugin final : public sdk::Plugin {
         cards.push_back({a.id, device, slot, static_cast<uint32_t>(cards.size())});
         pass.Found(slot, name != nullptr ? name : "MLU", std::move(g), std::move(a));
       } catch (const sdk::Error& e) {
-        if (pass.Unreadable(slot, e.what())) {
-          cards.push_back(
-              {book_.at(slot).card.id, device, slot, static_cast<uint32_t>(cards.size())});
-        } else {
-          host_.Log(GPUSTACK_LOG_ERROR,
-                    where + " left out: " + e.what() + " (never read, so it cannot be named)");
-        }
+        support::KeepUnreadable(
+            pass, book_, host_, slot, where, e.what(), [&](const sdk::Accelerator& known) {
+              cards.push_back({known.id, device, slot, static_cast<uint32_t>(cards.size())});
+            });
       }
     }
     pass.Report(sink);

@@ -117,14 +117,11 @@ class MetaxPlugin final : public sdk::Plugin {
         pass.Found(id, Trimmed(info.device_name, sizeof info.device_name), std::move(g),
                    std::move(a));
       } catch (const sdk::Error& e) {
-        if (pass.Unreadable(id, e.what())) {
-          const sdk::Accelerator& known = book_.at(id).card;
-          cards.push_back(
-              {known.id, id, 0, known.physical_indexes, static_cast<uint32_t>(cards.size())});
-        } else {
-          host_.Log(GPUSTACK_LOG_ERROR,
-                    where + " left out: " + e.what() + " (never read, so it cannot be named)");
-        }
+        support::KeepUnreadable(
+            pass, book_, host_, id, where, e.what(), [&](const sdk::Accelerator& known) {
+              cards.push_back(
+                  {known.id, id, 0, known.physical_indexes, static_cast<uint32_t>(cards.size())});
+            });
       }
     }
     pass.Report(sink);

@@ -146,14 +146,11 @@ class MthreadsPlugin final : public sdk::Plugin {
         cards.push_back({a.id, device, *node, static_cast<uint32_t>(cards.size())});
         pass.Found(i, Trimmed(name, sizeof name), std::move(g), std::move(a));
       } catch (const sdk::Error& e) {
-        if (pass.Unreadable(i, e.what())) {
-          const sdk::Accelerator& known = book_.at(i).card;
-          cards.push_back({known.id, nullptr, known.physical_indexes.at(0),
-                           static_cast<uint32_t>(cards.size())});
-        } else {
-          host_.Log(GPUSTACK_LOG_ERROR,
-                    where + " left out: " + e.what() + " (never read, so it cannot be named)");
-        }
+        support::KeepUnreadable(pass, book_, host_, i, where, e.what(),
+                                [&](const sdk::Accelerator& known) {
+                                  cards.push_back({known.id, nullptr, known.physical_indexes.at(0),
+                                                   static_cast<uint32_t>(cards.size())});
+                                });
       }
     }
     pass.Report(sink);

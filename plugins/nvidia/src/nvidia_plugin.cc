@@ -54,7 +54,7 @@ gpustack::support::NvmlFamilyTraits Traits() {
       .card_node = "nvidia",
       // The NVIDIA container toolkit (RuntimeClass nvidia) turns NVIDIA_VISIBLE_DEVICES into
       // device nodes and driver mounts; slices are budgeted by HAMi-core's environment
-      // (ARCHITECTURE §5.9), partitions named by their MIG device.
+      // (docs/decisions.md D9), partitions named by their MIG device.
       .injection = {.shared_nodes = {"nvidiactl", "nvidia-uvm"},
                     .visible_env = "NVIDIA_VISIBLE_DEVICES",
                     .memory_env = "CUDA_DEVICE_MEMORY_LIMIT_",

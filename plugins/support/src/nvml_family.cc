@@ -376,19 +376,16 @@ void NvmlFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
     if (read.skip) continue;
     if (!read.failure.empty()) {
       const std::string reason = traits_.prefix + ": " + read.failure;
-      if (pass.Unreadable(i, reason)) {
-        const sdk::CardBook::Card& known = book_.at(i);
-        cards.push_back(
-            Card{known.card.id,
-                 static_cast<uint32_t>(cards.size()),
-                 nullptr,
-                 known.card.physical_indexes.empty() ? 0u : known.card.physical_indexes[0],
-                 false,
-                 {}});
-      } else {
-        host_.Log(GPUSTACK_LOG_ERROR, "device " + std::to_string(i) + " left out: " + reason +
-                                          " (never read, so it cannot be named)");
-      }
+      KeepUnreadable(
+          pass, book_, host_, i, "device " + std::to_string(i), reason,
+          [&](const sdk::Accelerator& known) {
+            cards.push_back(Card{known.id,
+                                 static_cast<uint32_t>(cards.size()),
+                                 nullptr,
+                                 known.physical_indexes.empty() ? 0u : known.physical_indexes[0],
+                                 false,
+                                 {}});
+          });
       continue;
     }
     read.card.index = static_cast<uint32_t>(cards.size());

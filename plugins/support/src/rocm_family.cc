@@ -123,14 +123,12 @@ void RocmFamilyPlugin::Discover(sdk::DiscoverySink& sink) {
         !ok("VRAM", api_.dev_memory_total_get(i, rsmi::kMemTypeVram, &vram)) ||
         (unique_status != rsmi::kNotSupported && !ok("unique id", unique_status))) {
       const std::string reason = "rocm_smi: " + failure;
-      if (pass.Unreadable(i, reason)) {
-        const sdk::Accelerator& known = book_.at(i).card;
-        cards.push_back({known.id, i, static_cast<uint32_t>(cards.size()), false,
-                         known.physical_indexes.at(0), known.physical_indexes.at(1)});
-      } else {
-        host_.Log(GPUSTACK_LOG_ERROR, "device " + std::to_string(i) + " left out: " + reason +
-                                          " (never read, so it cannot be named)");
-      }
+      KeepUnreadable(
+          pass, book_, host_, i, "device " + std::to_string(i), reason,
+          [&](const sdk::Accelerator& known) {
+            cards.push_back({known.id, i, static_cast<uint32_t>(cards.size()), false,
+                             known.physical_indexes.at(0), known.physical_indexes.at(1)});
+          });
       continue;
     }
     const std::string bus = rsmi::BusIdFromBdfId(bdfid);

@@ -27,7 +27,7 @@ gpustack::support::NvmlFamilyTraits Traits() {
       .minor_offset = -1,
       .family_name = {},
       .card_node = "alixpu_ppu",
-      // No vendor runtime: the grant carries the device nodes (reference §6.3, §6.4).
+      // No vendor runtime: the grant carries the device nodes (docs/behaviour.md §6.3, §6.4).
       .injection = {.shared_nodes = {"alixpu", "alixpu_ctl"}, .inject_nodes = true},
   };
 }

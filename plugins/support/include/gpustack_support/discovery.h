@@ -1,10 +1,11 @@
 // Pieces the in-tree plugins' discovery shares beyond the SDK's helpers (gpustack/plugin_util.hpp):
 // a sink that discards (for a plugin that must re-enumerate before it can sample or partition),
-// and the cards a request names.
+// the cards a request names, and what becomes of a card a pass could not read.
 #ifndef GPUSTACK_SUPPORT_DISCOVERY_H_
 #define GPUSTACK_SUPPORT_DISCOVERY_H_
 
 #include <gpustack/plugin.hpp>
+#include <gpustack/plugin_util.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -59,6 +60,21 @@ std::vector<const Card*> CardsNamed(sdk::Plugin& plugin, const std::vector<Card>
                                     const std::vector<std::string>& ids) {
   if (ids.empty()) return {};
   return CardsFor(plugin, cards, ids);
+}
+
+// A card a discovery pass could not read (`reason`): kept, unhealthy and as it was last read,
+// when it was read before, and then `keep(last_read)` adds the plugin's own entry for it;
+// otherwise left out and logged, since nothing names it. `where` names it ("device 3").
+template <class Keep>
+void KeepUnreadable(sdk::CardBook::Pass& pass, const sdk::CardBook& book, const sdk::Host& host,
+                    size_t index, const std::string& where, const std::string& reason,
+                    Keep&& keep) {
+  if (pass.Unreadable(index, reason)) {
+    keep(book.at(index).card);
+  } else {
+    host.Log(GPUSTACK_LOG_ERROR,
+             where + " left out: " + reason + " (never read, so it cannot be named)");
+  }
 }
 
 }  // namespace gpustack::support

@@ -1,8 +1,9 @@
 // How a manufacturer's containers get their cards, as data: the device nodes they use, whether the
 // grant carries those nodes (no vendor runtime does it), the variable that names visible cards,
-// and the variables a slice's budget is written to (reference §6.3). Every plugin describes its
-// vendor once in an Injection; EmitGrant and EmitDeviceNodes turn grants and queries into edits,
-// so positional variables always follow ascending card index and bad grants fail the same way.
+// and the variables a slice's budget is written to (docs/behaviour.md §6.3). Every plugin describes
+// its vendor once in an Injection; EmitGrant and EmitDeviceNodes turn grants and queries into
+// edits, so positional variables always follow ascending card index and bad grants fail the same
+// way.
 #ifndef GPUSTACK_SUPPORT_INJECTION_H_
 #define GPUSTACK_SUPPORT_INJECTION_H_
 
