@@ -28,18 +28,18 @@ json PluginJson(const PluginStatus& p) {
     entry["identity"] = {{"manufacturer", id.manufacturer},
                          {"displayName", id.display_name},
                          {"baseResourceName", id.base_resource_name},
-                         {"version", id.version},
+                         {"version", id.plugin_version},
                          {"pciVendorIds", ids},
-                         {"capabilities", runtime::ToString(id.capabilities)},
+                         {"capabilities", runtime::CapabilitiesText(id.capabilities)},
                          {"partitionKind", id.partition_kind},
                          {"runtimeClass", id.runtime_class}};
     entry["abi"] = id.abi;
   }
   if (p.discovery_ran) {
     json unhealthy = json::array();
-    for (const runtime::CardGroup& g : p.groups) {
-      for (const runtime::Card& c : g.cards) {
-        if (c.health == runtime::Health::kUnhealthy) {
+    for (const sdk::AcceleratorGroup& g : p.groups) {
+      for (const sdk::Accelerator& c : g.accelerators) {
+        if (c.health == GPUSTACK_HEALTH_UNHEALTHY) {
           unhealthy.push_back({{"id", c.id}, {"index", c.index}, {"reason", c.health_reason}});
         }
       }
@@ -124,7 +124,8 @@ std::string ToText(const DetectReport& report) {
     if (p.identity) {
       out << "      " << Printable(p.identity->display_name) << ", resource "
           << Printable(p.identity->base_resource_name) << ", capabilities "
-          << runtime::ToString(p.identity->capabilities) << ", ABI " << p.identity->abi << "\n";
+          << runtime::CapabilitiesText(p.identity->capabilities) << ", ABI " << p.identity->abi
+          << "\n";
     }
     if (p.error) out << "      error: " << Printable(p.error->message) << "\n";
     if (p.discovery_ran) {
@@ -135,16 +136,16 @@ std::string ToText(const DetectReport& report) {
       out << "\n";
     }
     for (const std::string& w : p.warnings) out << "      warning: " << Printable(w) << "\n";
-    for (const runtime::CardGroup& g : p.groups) {
-      out << "      " << Printable(g.product) << " x" << g.cards.size() << " (" << g.memory_mib
-          << " MiB each)\n";
-      for (const runtime::Card& c : g.cards) {
+    for (const sdk::AcceleratorGroup& g : p.groups) {
+      out << "      " << Printable(g.product) << " x" << g.accelerators.size() << " ("
+          << g.memory_mib << " MiB each)\n";
+      for (const sdk::Accelerator& c : g.accelerators) {
         out << "        [" << c.index << "] " << Printable(c.id) << " " << Printable(c.pci_bus_id)
             << " " << runtime::HealthName(c.health);
         if (!c.health_reason.empty()) out << ": " << Printable(c.health_reason);
         out << "\n";
         ++accelerators;
-        unhealthy += c.health == runtime::Health::kUnhealthy;
+        unhealthy += c.health == GPUSTACK_HEALTH_UNHEALTHY;
       }
     }
   }

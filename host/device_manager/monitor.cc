@@ -20,11 +20,11 @@ std::string NowRfc3339() {
   return text;
 }
 
-void Put(nlohmann::json& out, const char* key, const runtime::Figure& f) {
+void Put(nlohmann::json& out, const char* key, const sdk::Measurement& f) {
   if (f) out[key] = *f;
 }
 
-std::string Cell(const runtime::Figure& f, const char* format) {
+std::string Cell(const sdk::Measurement& f, const char* format) {
   if (!f) return "-";
   char text[32];
   std::snprintf(text, sizeof text, format, *f);
@@ -40,12 +40,12 @@ MonitorRound SampleRound(runtime::NodeRuntime& node, bool include_processes) {
 nlohmann::json ToJson(const MonitorRound& round) {
   nlohmann::json cards = nlohmann::json::array();
   for (const runtime::CardSample& c : round.samples.cards) {
-    const runtime::DeviceSample& s = c.sample;
-    nlohmann::json card = {{"id", s.card_id},
+    const sdk::DeviceSample& s = c.sample;
+    nlohmann::json card = {{"id", s.accelerator_id},
                            {"manufacturer", c.manufacturer},
                            {"product", c.product},
                            {"index", c.index},
-                           {"unhealthy", s.health == runtime::Health::kUnhealthy}};
+                           {"unhealthy", s.health == GPUSTACK_HEALTH_UNHEALTHY}};
     Put(card, "memory", s.memory_total_mib);
     Put(card, "memoryUsage", s.memory_used_mib);
     Put(card, "memoryUtilization", s.memory_utilization_percent);
@@ -54,7 +54,7 @@ nlohmann::json ToJson(const MonitorRound& round) {
     Put(card, "powerUsage", s.power_watts);
     if (!c.processes.empty()) {
       nlohmann::json processes = nlohmann::json::array();
-      for (const runtime::ProcessSample& p : c.processes) {
+      for (const sdk::ProcessSample& p : c.processes) {
         nlohmann::json process = {{"pid", p.pid}};
         if (!p.partition_id.empty()) process["partition"] = p.partition_id;
         Put(process, "memoryUsage", p.memory_used_mib);
@@ -75,7 +75,7 @@ std::string ToText(const MonitorRound& round) {
   // The id column is as wide as the longest id: cards of one product differ only at the end.
   size_t id_width = 2;
   for (const runtime::CardSample& c : round.samples.cards) {
-    id_width = std::max(id_width, Printable(c.sample.card_id).size());
+    id_width = std::max(id_width, Printable(c.sample.accelerator_id).size());
   }
   const int width = static_cast<int>(id_width);
   std::ostringstream out;
@@ -85,17 +85,18 @@ std::string ToText(const MonitorRound& round) {
                 width, "ID", "MEM MiB", "USED MiB", "MEM%", "CORE%", "TEMP C", "POWER W", "HEALTH");
   out << line;
   for (const runtime::CardSample& c : round.samples.cards) {
-    const runtime::DeviceSample& s = c.sample;
+    const sdk::DeviceSample& s = c.sample;
     std::snprintf(line, sizeof line, "%-10.10s %-3u ", Printable(c.manufacturer).c_str(), c.index);
-    out << line << Printable(s.card_id) << std::string(id_width - Printable(s.card_id).size(), ' ');
+    out << line << Printable(s.accelerator_id)
+        << std::string(id_width - Printable(s.accelerator_id).size(), ' ');
     std::snprintf(line, sizeof line, " %9s %9s %6s %6s %6s %8s %s\n",
                   Cell(s.memory_total_mib, "%.0f").c_str(), Cell(s.memory_used_mib, "%.0f").c_str(),
                   Cell(s.memory_utilization_percent, "%.1f").c_str(),
                   Cell(s.cores_utilization_percent, "%.0f").c_str(),
                   Cell(s.temperature_celsius, "%.0f").c_str(), Cell(s.power_watts, "%.1f").c_str(),
-                  s.health == runtime::Health::kUnhealthy ? "unhealthy" : "ok");
+                  s.health == GPUSTACK_HEALTH_UNHEALTHY ? "unhealthy" : "ok");
     out << line;
-    for (const runtime::ProcessSample& p : c.processes) {
+    for (const sdk::ProcessSample& p : c.processes) {
       std::snprintf(line, sizeof line, "    pid %-8u %9s MiB %6s%%  ", p.pid,
                     Cell(p.memory_used_mib, "%.0f").c_str(),
                     Cell(p.cores_utilization_percent, "%.0f").c_str());

@@ -45,8 +45,8 @@ PreflightCheck LibraryCheck(const PluginStatus& p) {
   size_t unhealthy = 0;
   std::string reasons;
   for (const auto& g : p.groups) {
-    for (const auto& c : g.cards) {
-      if (c.health != runtime::Health::kUnhealthy) continue;
+    for (const auto& c : g.accelerators) {
+      if (c.health != GPUSTACK_HEALTH_UNHEALTHY) continue;
       ++unhealthy;
       reasons += (reasons.empty() ? "" : "; ") + c.id + ": " + c.health_reason;
     }
@@ -102,7 +102,7 @@ std::optional<PreflightCheck> DeviceNodeCheck(runtime::NodeRuntime& node, const 
   }
   std::vector<std::string> missing;
   std::error_code ec;
-  for (const runtime::DeviceNode& n : *nodes) {
+  for (const sdk::DeviceNode& n : *nodes) {
     const std::filesystem::path path = std::filesystem::path(options.dev_root) / n.path;
     if (!std::filesystem::exists(path, ec)) missing.push_back(path.string());
   }
@@ -122,7 +122,7 @@ std::optional<PreflightCheck> RuntimeCheck(const PluginStatus& p, const Prefligh
   if (!p.identity || p.identity->runtime_class.empty()) return std::nullopt;
   const runtime::PluginIdentity& id = *p.identity;
   const std::string& handler = id.runtime_class;
-  const std::string why = id.runtime_injects_driver
+  const std::string why = id.runtime_injects_driver()
                               ? "the vendor runtime injects the driver into the device manager"
                               : "the vendor runtime injects the devices into workloads";
   PreflightCheck check{p.name, "container runtime", CheckResult::kPass, "", ""};
@@ -149,13 +149,13 @@ std::optional<PreflightCheck> RuntimeCheck(const PluginStatus& p, const Prefligh
 
 std::optional<PreflightCheck> PartitionCheck(const PluginStatus& p) {
   const size_t cards = runtime::CardCount(p.groups);
-  if (!p.identity || !p.identity->capabilities.partitioned || cards == 0) return std::nullopt;
+  if (!p.identity || !p.identity->Has(GPUSTACK_CAP_PARTITIONING) || cards == 0) return std::nullopt;
   size_t enabled = 0, pending = 0, unsupported = 0;
   for (const auto& g : p.groups) {
-    for (const auto& c : g.cards) {
-      enabled += c.partition_mode == runtime::PartitionMode::kEnabled;
-      pending += c.partition_mode == runtime::PartitionMode::kPending;
-      unsupported += c.partition_mode == runtime::PartitionMode::kUnsupported;
+    for (const auto& c : g.accelerators) {
+      enabled += c.partition_mode == GPUSTACK_PARTITION_MODE_ENABLED;
+      pending += c.partition_mode == GPUSTACK_PARTITION_MODE_PENDING;
+      unsupported += c.partition_mode == GPUSTACK_PARTITION_MODE_UNSUPPORTED;
     }
   }
   PreflightCheck mode{p.name, "partition mode", CheckResult::kPass, "", ""};

@@ -1,9 +1,9 @@
 // `device-manager preflight`: what each enabled manufacturer needs on this node, checked, with
 // what to fix, as a view over the node runtime. Checks: the plugin runs and its management
 // library answers, the device nodes its containers use exist, the container runtime it needs is
-// registered with containerd (reference §3.1), and the partition mode of partition-capable cards.
-// Everything vendor-specific comes from the plugin itself (its identity and its device nodes), so
-// a third-party plugin gets the same checks as an in-tree one.
+// registered with containerd (docs/behaviour.md §3.1), and the partition mode of partition-capable
+// cards. Everything vendor-specific comes from the plugin itself (its identity and its device
+// nodes), so a third-party plugin gets the same checks as an in-tree one.
 #ifndef GPUSTACK_HOST_DEVICE_MANAGER_PREFLIGHT_H_
 #define GPUSTACK_HOST_DEVICE_MANAGER_PREFLIGHT_H_
 

@@ -1,4 +1,4 @@
-#include "host/operator/certs.h"
+#include "host/https/certs.h"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>
@@ -13,7 +13,9 @@
 #include <functional>
 #include <memory>
 
-namespace gpustack::op {
+#include "host/common/files.h"
+
+namespace gpustack::https {
 namespace {
 
 template <typename T, void (*Free)(T*)>
@@ -28,6 +30,12 @@ std::string Pem(const std::function<int(BIO*)>& write) {
   char* data = nullptr;
   const long size = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(size));
+}
+
+KeyPair PemPair(X509* cert, EVP_PKEY* key) {
+  return KeyPair{Pem([&](BIO* b) { return PEM_write_bio_X509(b, cert); }), Pem([&](BIO* b) {
+                   return PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
+                 })};
 }
 
 Cert ReadCert(const std::string& pem) {
@@ -82,21 +90,54 @@ std::chrono::system_clock::time_point TimeOf(const ASN1_TIME* t) {
 Result<KeyPair> MakeCertificateAuthority(const std::string& common_name,
                                          std::chrono::seconds validity) {
   Key key(EVP_EC_gen("P-256"));
-  if (!key) return Error{"cannot make a key for the webhook CA"};
+  if (!key) return Error{"cannot make a key for the CA"};
   Cert cert = NewCert(key.get(), common_name, validity);
-  if (!cert) return Error{"cannot make the webhook CA certificate"};
+  if (!cert) return Error{"cannot make the CA certificate"};
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
   if (!AddExtension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
       !AddExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign") ||
       !AddExtension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"))
-    return Error{"cannot mark the webhook CA certificate as a CA"};
+    return Error{"cannot mark the CA certificate as a CA"};
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0)
-    return Error{"cannot sign the webhook CA certificate"};
-  return KeyPair{Pem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), Pem([&](BIO* b) {
-                   return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr,
-                                                   nullptr);
-                 })};
+    return Error{"cannot sign the CA certificate"};
+  return PemPair(cert.get(), key.get());
 }
+
+namespace {
+
+// A serving certificate for the names, issued by `issuer` with `issuer_key`, or self-signed when
+// `issuer` is null.
+Result<KeyPair> MintServing(X509* issuer, EVP_PKEY* issuer_key, const std::string& common_name,
+                            const std::vector<std::string>& dns_names,
+                            const std::vector<std::string>& ip_addresses,
+                            std::chrono::seconds validity) {
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return Error{"cannot make a key for the serving certificate"};
+  Cert cert = NewCert(key.get(), common_name, validity);
+  if (!cert) return Error{"cannot make the serving certificate"};
+  if (issuer == nullptr) {
+    issuer = cert.get();
+    issuer_key = key.get();
+  }
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(issuer));
+  std::string names;
+  for (const std::string& dns : dns_names) names += (names.empty() ? "" : ",") + ("DNS:" + dns);
+  for (const std::string& ip : ip_addresses) names += (names.empty() ? "" : ",") + ("IP:" + ip);
+  if (names.empty()) return Error{"a serving certificate needs at least one name"};
+  const bool self_signed = issuer == cert.get();
+  if (!AddExtension(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE") ||
+      !AddExtension(cert.get(), issuer, NID_key_usage, "critical,digitalSignature") ||
+      !AddExtension(cert.get(), issuer, NID_ext_key_usage, "serverAuth") ||
+      (!self_signed &&
+       !AddExtension(cert.get(), issuer, NID_authority_key_identifier, "keyid:always")) ||
+      !AddExtension(cert.get(), issuer, NID_subject_alt_name, names))
+    return Error{"cannot set the serving certificate's names (" + names + ")"};
+  if (X509_sign(cert.get(), issuer_key, EVP_sha256()) == 0)
+    return Error{"cannot sign the serving certificate"};
+  return PemPair(cert.get(), key.get());
+}
+
+}  // namespace
 
 Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& common_name,
                                        const std::vector<std::string>& dns_names,
@@ -104,28 +145,26 @@ Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& com
                                        std::chrono::seconds validity) {
   Cert ca_cert = ReadCert(ca.cert_pem);
   Key ca_key = ReadKey(ca.key_pem);
-  if (!ca_cert || !ca_key) return Error{"the webhook CA's certificate or key is not PEM"};
-  Key key(EVP_EC_gen("P-256"));
-  if (!key) return Error{"cannot make a key for the webhook serving certificate"};
-  Cert cert = NewCert(key.get(), common_name, validity);
-  if (!cert) return Error{"cannot make the webhook serving certificate"};
-  X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
-  std::string names;
-  for (const std::string& dns : dns_names) names += (names.empty() ? "" : ",") + ("DNS:" + dns);
-  for (const std::string& ip : ip_addresses) names += (names.empty() ? "" : ",") + ("IP:" + ip);
-  if (names.empty()) return Error{"a serving certificate needs at least one name"};
-  if (!AddExtension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") ||
-      !AddExtension(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature") ||
-      !AddExtension(cert.get(), ca_cert.get(), NID_ext_key_usage, "serverAuth") ||
-      !AddExtension(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always") ||
-      !AddExtension(cert.get(), ca_cert.get(), NID_subject_alt_name, names))
-    return Error{"cannot set the serving certificate's names (" + names + ")"};
-  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
-    return Error{"cannot sign the webhook serving certificate"};
-  return KeyPair{Pem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), Pem([&](BIO* b) {
-                   return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr,
-                                                   nullptr);
-                 })};
+  if (!ca_cert || !ca_key) return Error{"the CA's certificate or key is not PEM"};
+  return MintServing(ca_cert.get(), ca_key.get(), common_name, dns_names, ip_addresses, validity);
+}
+
+Result<KeyPair> MakeSelfSignedCertificate(const std::string& common_name,
+                                          const std::vector<std::string>& dns_names,
+                                          const std::vector<std::string>& ip_addresses,
+                                          std::chrono::seconds validity) {
+  return MintServing(nullptr, nullptr, common_name, dns_names, ip_addresses, validity);
+}
+
+Result<KeyPair> ReadCertificateDir(const std::filesystem::path& dir) {
+  constexpr size_t kMaxPem = 1 << 20;
+  KeyPair pair;
+  for (auto [file, out] : {std::pair{"tls.crt", &pair.cert_pem}, {"tls.key", &pair.key_pem}}) {
+    auto text = ReadSmallFile(dir / file, kMaxPem, "certificate file");
+    if (!text) return text.failure();
+    *out = std::move(*text);
+  }
+  return pair;
 }
 
 Result<CertificateFacts> ReadCertificate(const std::string& cert_pem) {
@@ -200,4 +239,4 @@ bool NeedsRenewal(const KeyPair& serving, const std::string& ca_pem,
   return false;
 }
 
-}  // namespace gpustack::op
+}  // namespace gpustack::https

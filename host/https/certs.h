@@ -1,16 +1,18 @@
-// The webhook server's certificates when the worker manages them itself (no cert-manager): a
-// private CA and a serving certificate it signs, kept in one Secret, the CA handed to the
-// apiserver as the webhook configurations' caBundle. Pure OpenSSL; no I/O.
-#ifndef GPUSTACK_HOST_OPERATOR_CERTS_H_
-#define GPUSTACK_HOST_OPERATOR_CERTS_H_
+// Every certificate the project mints, in one place: a private CA and the serving certificates
+// it signs (the worker's self-managed webhook certificate, kept in a Secret, the CA handed to the
+// apiserver as a caBundle), and a self-signed certificate for a server given no certificate (the
+// node exporter without --cert-dir). Pure OpenSSL; no I/O but the certificate directory reader.
+#ifndef GPUSTACK_HOST_HTTPS_CERTS_H_
+#define GPUSTACK_HOST_HTTPS_CERTS_H_
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "host/common/result.h"
 
-namespace gpustack::op {
+namespace gpustack::https {
 
 struct KeyPair {
   std::string cert_pem;
@@ -26,6 +28,16 @@ Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& com
                                        const std::vector<std::string>& dns_names,
                                        const std::vector<std::string>& ip_addresses,
                                        std::chrono::seconds validity);
+
+// A self-signed serving certificate (no CA): what a server with no certificate given serves.
+Result<KeyPair> MakeSelfSignedCertificate(const std::string& common_name,
+                                          const std::vector<std::string>& dns_names,
+                                          const std::vector<std::string>& ip_addresses,
+                                          std::chrono::seconds validity);
+
+// tls.crt and tls.key of a mounted certificate directory (a Kubernetes TLS Secret, cert-manager's
+// included); the error names the file that could not be read.
+Result<KeyPair> ReadCertificateDir(const std::filesystem::path& dir);
 
 struct CertificateFacts {
   std::chrono::system_clock::time_point not_before, not_after;
@@ -44,6 +56,6 @@ bool NeedsRenewal(const KeyPair& serving, const std::string& ca_pem,
                   const std::vector<std::string>& ip_addresses,
                   std::chrono::system_clock::time_point now, std::string* why);
 
-}  // namespace gpustack::op
+}  // namespace gpustack::https
 
-#endif  // GPUSTACK_HOST_OPERATOR_CERTS_H_
+#endif  // GPUSTACK_HOST_HTTPS_CERTS_H_

@@ -1,5 +1,5 @@
 // The cards gate 3 (the gpustack-node-devices AdmissionCheck) counted a Workload's Pods on
-// (ARCHITECTURE decision 6.3): Kueue copies this annotation onto each Pod of the PodSet with the
+// (docs/decisions.md D13): Kueue copies this annotation onto each Pod of the PodSet with the
 // node pin, and the node's allocator prefers exactly these cards, so gate 5 settles where gate 3
 // counted. Pure JSON; the ledger's own Allocation shape per container.
 #ifndef GPUSTACK_HOST_LEDGER_CHOSEN_H_

@@ -17,19 +17,14 @@ bool Compatible(Mode held, Mode wanted) { return held == Mode::kNone || held == 
 // explanation is built, so the fast path stays free of string work.
 constexpr const char* kHeld = "held";
 
-// Why `c` cannot take a charge of `family` at all (mode, health, partitioning), or nullptr.
+// Why `c` cannot take a charge of `mode` at all (mode, health, partitioning), or nullptr.
 // Static text: the fast path builds no strings.
-const char* Unavailable(const CardState& c, Family family) {
+const char* Unavailable(const CardState& c, Mode mode) {
   if (c.card->unhealthy) return "unhealthy";
-  const bool partition_family = family == Family::kPartitioned;
-  if (c.card->partitioned() && !partition_family)
-    return "in partition mode (serves partitions only)";
-  if (!c.card->partitioned() && partition_family) return "not in partition mode";
-  const Mode wanted = family == Family::kExclusive ? Mode::kExclusive
-                      : family == Family::kShared  ? Mode::kShared
-                      : family == Family::kSliced  ? Mode::kSliced
-                                                   : Mode::kPartitioned;
-  if (family == Family::kExclusive ? c.mode != Mode::kNone : !Compatible(c.mode, wanted)) {
+  const bool partitions = mode == Mode::kPartitioned;
+  if (c.card->partitioned() && !partitions) return "in partition mode (serves partitions only)";
+  if (!c.card->partitioned() && partitions) return "not in partition mode";
+  if (mode == Mode::kExclusive ? c.mode != Mode::kNone : !Compatible(c.mode, mode)) {
     return kHeld;
   }
   return nullptr;
@@ -157,7 +152,7 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
         std::find(r.cards.begin(), r.cards.end(), c.card->id) == r.cards.end()) {
       continue;
     }
-    if (const char* reason = Unavailable(c, r.family)) {
+    if (const char* reason = Unavailable(c, r.mode)) {
       note(c,
            [&] { return reason == kHeld ? std::string(kHeld) + " " + ModeName(c.mode) : reason; });
       continue;
@@ -167,15 +162,15 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
   auto nothing = [&](auto&& detail_text) -> Error {
     if (!explain) return Error{};  // the caller asks again with explain = true
     const std::string detail = detail_text();
-    const std::string what = std::string(r.family == Family::kExclusive ? "an " : "a ") +
-                             FamilyName(r.family) + " request";
+    const std::string what =
+        std::string(r.mode == Mode::kExclusive ? "an " : "a ") + ModeKey(r.mode) + " request";
     return Error{
         "no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
         (why.empty() ? std::string(": the node has no ") + r.manufacturer + " card" : ": " + why)};
   };
 
-  switch (r.family) {
-    case Family::kExclusive: {
+  switch (r.mode) {
+    case Mode::kExclusive: {
       if (eligible.size() < r.count) {
         for (const CardState* c : eligible) note(*c, [&] { return "free"; });
         return nothing([&] {
@@ -189,7 +184,7 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
       }
       return charges;
     }
-    case Family::kShared: {
+    case Mode::kShared: {
       const CardState* best = nullptr;
       for (const CardState* c : eligible) {
         const uint32_t free = kSharedSlots - c->shared_slots;
@@ -211,7 +206,7 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
                                   {},
                                   {}}};
     }
-    case Family::kSliced: {
+    case Mode::kSliced: {
       const CardState* best = nullptr;
       for (const CardState* c : eligible) {
         if (!c->card->sliceable()) {
@@ -241,7 +236,7 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
       return std::vector<Charge>{
           {best->card->id, Mode::kSliced, r.units, 0, r.cores_percentage, {}, {}}};
     }
-    case Family::kPartitioned: {
+    case Mode::kPartitioned: {
       const CardState* best = nullptr;
       const Placement* best_placement = nullptr;
       for (const CardState* c : eligible) {
@@ -266,8 +261,10 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
                                   PartitionCredits(*best->card, *best_placement), 0, 0, r.profile,
                                   *best_placement}};
     }
+    case Mode::kNone:
+      break;
   }
-  return Error{"unknown family"};
+  return Error{"a request needs a mode"};
 }
 
 Status NodeLedger::Check(const Charge& charge, const CardState& c) const {
@@ -545,7 +542,7 @@ Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, Devi
               Request r;
               r.manufacturer = g.manufacturer;
               r.group_id = g.id;
-              r.family = Family::kPartitioned;
+              r.mode = Mode::kPartitioned;
               r.profile = profile->name;
               r.cards = {a.id};
               auto fit = ledger->Fit(r);

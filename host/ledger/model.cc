@@ -141,6 +141,22 @@ const char* ModeName(Mode mode) {
   return "None";
 }
 
+const char* ModeKey(Mode mode) {
+  switch (mode) {
+    case Mode::kExclusive:
+      return "exclusive";
+    case Mode::kShared:
+      return "shared";
+    case Mode::kSliced:
+      return "sliced";
+    case Mode::kPartitioned:
+      return "partitioned";
+    case Mode::kNone:
+      break;
+  }
+  return "none";
+}
+
 const PartitionProfile* Accelerator::FindProfile(const std::string& name) const {
   for (const PartitionProfile& p : profiles) {
     if (p.name == name) return &p;

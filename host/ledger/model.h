@@ -23,6 +23,9 @@ inline constexpr int kSharedSlots = 10;
 inline constexpr int64_t kSharedSlotCredits = kCardCredits / kSharedSlots;
 inline constexpr int64_t kCreditsPerPercent = kCardCredits / 100;  // 16,000
 
+// How a card is held, and what a request asks for: the host's one sharing-mode vocabulary (the
+// plugin ABI's gpustack_grant_mode has the same numbers). kNone: nothing holds the card, or a
+// resource that holds nothing (an SSH sidecar's view of its Pod's cards).
 enum class Mode : uint32_t {
   kNone = 0,
   kExclusive = 1,
@@ -30,7 +33,8 @@ enum class Mode : uint32_t {
   kSliced = 3,
   kPartitioned = 4
 };
-const char* ModeName(Mode mode);
+const char* ModeName(Mode mode);  // as the Devices status writes it: "Exclusive", "None"
+const char* ModeKey(Mode mode);   // as resource keys and messages write it: "exclusive", "none"
 
 struct Placement {
   uint32_t start = 0;

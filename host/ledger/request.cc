@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include "host/kube/quantity.h"
+
 namespace gpustack::ledger {
 namespace {
 
@@ -19,7 +21,7 @@ struct Keys {
   std::map<std::string, json> values;  // suffix ("", ".shared", ".sliced.memory-mib", ...) -> value
   std::vector<std::string> profiles;  // partition profile names, from <base>.partitioned.<kind>-<p>
   std::map<std::string, json> profile_values;
-  std::set<Family> families;
+  std::set<Mode> modes;
 };
 
 struct Container {
@@ -53,28 +55,28 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
       if (key != kind.base && key.rfind(kind.base + ".", 0) != 0) continue;
       const std::string suffix = key.substr(kind.base.size());
       const std::string profile_prefix = ".partitioned." + kind.partition_kind + "-";
-      std::optional<Family> family;
+      std::optional<Mode> mode;
       std::string profile;
       if (suffix.empty()) {
-        family = Family::kExclusive;
+        mode = Mode::kExclusive;
       } else if (suffix == ".shared") {
-        family = Family::kShared;
+        mode = Mode::kShared;
       } else if (suffix == ".sliced" || suffix == ".sliced.memory-percentage" ||
                  suffix == ".sliced.memory-mib" || suffix == ".sliced.cores-percentage") {
-        family = Family::kSliced;
+        mode = Mode::kSliced;
       } else if (suffix == ".partitioned") {
-        family = Family::kPartitioned;
+        mode = Mode::kPartitioned;
       } else if (!kind.partition_kind.empty() && suffix.rfind(profile_prefix, 0) == 0 &&
                  suffix.size() > profile_prefix.size()) {
-        family = Family::kPartitioned;
+        mode = Mode::kPartitioned;
         profile = suffix.substr(profile_prefix.size());
       } else if (kind.partition_kind.empty() && suffix.rfind(".partitioned.", 0) == 0 &&
                  suffix != ".partitioned.units") {
-        family = Family::kPartitioned;  // refused below: this manufacturer does not partition
+        mode = Mode::kPartitioned;  // refused below: this manufacturer does not partition
       }
       // ".sliced.units"/".partitioned.units" are derived (overwritten); anything else under the
-      // base is not an accelerator family (e.g. the legacy ".sliced.mig-<p>"): neither counts.
-      if (!family) continue;
+      // base is not an accelerator mode (e.g. the legacy ".sliced.mig-<p>"): neither counts.
+      if (!mode) continue;
       if (!keys) {
         keys.emplace();
         keys->kind = &kind;
@@ -84,7 +86,7 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
                      "of one manufacturer, found " +
                      keys->kind->base + " and " + kind.base};
       }
-      keys->families.insert(*family);
+      keys->modes.insert(*mode);
       if (!profile.empty()) {
         keys->profiles.push_back(profile);
         keys->profile_values[profile] = value;
@@ -96,155 +98,177 @@ Result<std::optional<Keys>> ReadKeys(const json& container, const std::string& p
   return keys;
 }
 
-std::string FamilyList(const std::set<Family>& families) {
+std::string ModeList(const std::set<Mode>& modes) {
   std::string out = "[";
-  for (Family f : families) out += (out.size() > 1 ? " " : "") + std::string(FamilyName(f));
+  for (Mode m : modes) out += (out.size() > 1 ? " " : "") + std::string(ModeKey(m));
   return out + "]";
 }
 
-// Validates one container's keys of one family and folds them into a Request.
-Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
-  const Keys& k = *c.keys;
-  const std::string& base = k.kind->base;
-  Request r;
-  r.manufacturer = k.kind->manufacturer;
-  r.base = base;
-  r.family = *k.families.begin();
-  auto count = [&](const std::string& suffix, int64_t max) -> Result<int64_t> {
+// One container's keys of one mode, read with the errors the webhook returns.
+struct KeyReader {
+  const Container& c;
+  const Keys& k;
+  const std::string& base;
+
+  bool Has(const std::string& suffix) const { return k.values.count(suffix) > 0; }
+  Result<int64_t> Count(const std::string& suffix, int64_t max) const {
     auto parsed = ParseCount(k.values.at(suffix), max);
     if (!parsed) return Error{Invalid(c.path, base + suffix, k.values.at(suffix), parsed.error())};
     return parsed;
-  };
-  switch (r.family) {
-    case Family::kExclusive: {
-      auto n = count("", kMaxQuantity);
-      if (!n) return Error{n.error()};
-      r.count = static_cast<uint32_t>(*n);
-      return r;
-    }
-    case Family::kShared: {
-      auto n = ParseCount(k.values.at(".shared"), kMaxQuantity);
-      if (!n) return Error{Invalid(c.path, base + ".shared", k.values.at(".shared"), n.error())};
-      if (*n > kSharedSlots) {
-        return Error{
-            Invalid(c.path, base + ".shared", k.values.at(".shared"),
-                    "a shared request takes 1 to 10 of one accelerator's ownership slots")};
-      }
-      r.count = static_cast<uint32_t>(*n);
-      return r;
-    }
-    case Family::kSliced: {
-      if (!k.values.count(".sliced")) {
-        return Error{c.path + ".resources.limits: Required value: a " + base +
-                     ".sliced request must set " + base + ".sliced: \"1\""};
-      }
-      auto n = count(".sliced", kMaxQuantity);
-      if (!n) return Error{n.error()};
-      if (*n != 1) {
-        return Error{Invalid(c.path, base + ".sliced", k.values.at(".sliced"),
+  }
+  std::string Refuse(const std::string& suffix, const std::string& why) const {
+    return Invalid(c.path, base + suffix, k.values.at(suffix), why);
+  }
+};
+
+Status FoldExclusive(const KeyReader& keys, Request& r) {
+  auto n = keys.Count("", kMaxQuantity);
+  if (!n) return n.failure();
+  r.count = static_cast<uint32_t>(*n);
+  return Ok{};
+}
+
+Status FoldShared(const KeyReader& keys, Request& r) {
+  auto n = keys.Count(".shared", kMaxQuantity);
+  if (!n) return n.failure();
+  if (*n > kSharedSlots) {
+    return Error{keys.Refuse(
+        ".shared", "a shared request takes 1 to 10 of one accelerator's ownership slots")};
+  }
+  r.count = static_cast<uint32_t>(*n);
+  return Ok{};
+}
+
+Status FoldSliced(const KeyReader& keys, const FoldContext& fold, Request& r) {
+  const std::string& base = keys.base;
+  const std::string& path = keys.c.path;
+  if (!keys.Has(".sliced")) {
+    return Error{path + ".resources.limits: Required value: a " + base +
+                 ".sliced request must set " + base + ".sliced: \"1\""};
+  }
+  auto n = keys.Count(".sliced", kMaxQuantity);
+  if (!n) return n.failure();
+  if (*n != 1) {
+    return Error{keys.Refuse(".sliced",
                              "a logical slice request is always a single accelerator; "
                              "multi-accelerator logical slicing is not supported yet")};
-      }
-      const bool has_percent = k.values.count(".sliced.memory-percentage") > 0;
-      const bool has_mib = k.values.count(".sliced.memory-mib") > 0;
-      if (!has_percent && !has_mib) {
-        return Error{c.path + ".resources.limits: Required value: a " + base +
-                     ".sliced request must set " + base + ".sliced.memory-percentage or " + base +
-                     ".sliced.memory-mib"};
-      }
-      if (has_percent && has_mib) {
-        return Error{c.path + ".resources.limits: Forbidden: cannot set both " + base +
-                     ".sliced.memory-percentage and " + base + ".sliced.memory-mib"};
-      }
-      if (has_percent) {
-        auto p = count(".sliced.memory-percentage", 100);
-        if (!p) return Error{p.error()};
-        r.memory_percentage = static_cast<uint32_t>(*p);
-      } else {
-        if (fold.card_memory_mib == 0) {
-          return Error{c.path + ".resources.limits[" + base +
-                       ".sliced.memory-mib]: Forbidden: the pool's card memory is unknown, so a "
-                       "MiB budget cannot be folded; use " +
-                       base + ".sliced.memory-percentage"};
-        }
-        auto m = count(".sliced.memory-mib", static_cast<int64_t>(fold.card_memory_mib));
-        if (!m) return Error{m.error()};
-        r.memory_mib = static_cast<uint64_t>(*m);
-      }
-      if (k.values.count(".sliced.cores-percentage")) {
-        auto cores = count(".sliced.cores-percentage", 100);
-        if (!cores) return Error{cores.error()};
-        r.cores_percentage = static_cast<uint32_t>(*cores);
-      }
-      r.units = SliceUnits(r.memory_percentage, r.memory_mib, fold.card_memory_mib);
-      return r;
+  }
+  const bool has_percent = keys.Has(".sliced.memory-percentage");
+  const bool has_mib = keys.Has(".sliced.memory-mib");
+  if (!has_percent && !has_mib) {
+    return Error{path + ".resources.limits: Required value: a " + base +
+                 ".sliced request must set " + base + ".sliced.memory-percentage or " + base +
+                 ".sliced.memory-mib"};
+  }
+  if (has_percent && has_mib) {
+    return Error{path + ".resources.limits: Forbidden: cannot set both " + base +
+                 ".sliced.memory-percentage and " + base + ".sliced.memory-mib"};
+  }
+  if (has_percent) {
+    auto p = keys.Count(".sliced.memory-percentage", 100);
+    if (!p) return p.failure();
+    r.memory_percentage = static_cast<uint32_t>(*p);
+  } else {
+    if (fold.card_memory_mib == 0) {
+      return Error{path + ".resources.limits[" + base +
+                   ".sliced.memory-mib]: Forbidden: the pool's card memory is unknown, so a MiB "
+                   "budget cannot be folded; use " +
+                   base + ".sliced.memory-percentage"};
     }
-    case Family::kPartitioned: {
-      if (k.kind->partition_kind.empty()) {
-        return Error{c.path + ".resources.limits[" + base + ".partitioned]: Forbidden: " +
-                         k.kind->manufacturer + " cards are not partitioned (hardware partitions " +
-                         "exist for manufacturers whose plugin has a partition kind); request " +
-                         base + " or " + base + ".sliced",
-                     Code::kInvalidArgument};
-      }
-      if (!k.values.count(".partitioned")) {
-        return Error{c.path + ".resources.limits: Required value: a " + base +
-                     ".partitioned.<kind>-<profile> request must also set " + base +
-                     ".partitioned: \"1\""};
-      }
-      auto n = count(".partitioned", kMaxQuantity);
-      if (!n) return Error{n.error()};
-      if (*n != 1) {
-        return Error{Invalid(c.path, base + ".partitioned", k.values.at(".partitioned"),
+    auto m = keys.Count(".sliced.memory-mib", static_cast<int64_t>(fold.card_memory_mib));
+    if (!m) return m.failure();
+    r.memory_mib = static_cast<uint64_t>(*m);
+  }
+  if (keys.Has(".sliced.cores-percentage")) {
+    auto cores = keys.Count(".sliced.cores-percentage", 100);
+    if (!cores) return cores.failure();
+    r.cores_percentage = static_cast<uint32_t>(*cores);
+  }
+  r.units = SliceUnits(r.memory_percentage, r.memory_mib, fold.card_memory_mib);
+  return Ok{};
+}
+
+Status FoldPartitioned(const KeyReader& keys, const FoldContext& fold, Request& r) {
+  const std::string& base = keys.base;
+  const std::string& path = keys.c.path;
+  const ResourceKind& kind = *keys.k.kind;
+  if (kind.partition_kind.empty()) {
+    return Error{path + ".resources.limits[" + base + ".partitioned]: Forbidden: " +
+                     kind.manufacturer + " cards are not partitioned (hardware partitions " +
+                     "exist for manufacturers whose plugin has a partition kind); request " + base +
+                     " or " + base + ".sliced",
+                 Code::kInvalidArgument};
+  }
+  if (!keys.Has(".partitioned")) {
+    return Error{path + ".resources.limits: Required value: a " + base +
+                 ".partitioned.<kind>-<profile> request must also set " + base +
+                 ".partitioned: \"1\""};
+  }
+  auto n = keys.Count(".partitioned", kMaxQuantity);
+  if (!n) return n.failure();
+  if (*n != 1) {
+    return Error{keys.Refuse(".partitioned",
                              "a partition request is always a single accelerator; request one "
                              "Pod per instance")};
-      }
-      if (k.profiles.empty()) {
-        return Error{c.path + ".resources.limits: Required value: a " + base +
-                     ".partitioned request must name a profile, e.g. " + base +
-                     ".partitioned.<kind>-<profile>"};
-      }
-      r.profile = k.profiles.front();
-      const std::string key = base + ".partitioned." + k.kind->partition_kind + "-" + r.profile;
-      const json& value = k.profile_values.at(r.profile);
-      auto one = ParseCount(value, kMaxQuantity);
-      if (!one) return Error{Invalid(c.path, key, value, one.error())};
-      if (*one != 1) {
-        return Error{
-            Invalid(c.path, key, value, "a partition profile request must be exactly 1 instance")};
-      }
-      const PartitionProfile* profile = nullptr;
-      std::string offered;
-      for (const PartitionProfile& p : fold.offered_profiles) {
-        if (p.name == r.profile) profile = &p;
-        offered += (offered.empty() ? "" : " ") + p.name;
-      }
-      if (profile == nullptr || fold.card_memory_mib == 0) {
-        return Error{c.path + ".resources.limits[" + key + "]: Unsupported value: \"" + r.profile +
-                     "\": the pool offers no such partition profile; offered: [" + offered + "]"};
-      }
-      r.units = PartitionUnits(profile->memory_mib, fold.card_memory_mib);
-      return r;
-    }
   }
-  return Error{"unreachable"};
+  if (keys.k.profiles.empty()) {
+    return Error{path + ".resources.limits: Required value: a " + base +
+                 ".partitioned request must name a profile, e.g. " + base +
+                 ".partitioned.<kind>-<profile>"};
+  }
+  r.profile = keys.k.profiles.front();
+  const std::string key = base + ".partitioned." + kind.partition_kind + "-" + r.profile;
+  const json& value = keys.k.profile_values.at(r.profile);
+  auto one = ParseCount(value, kMaxQuantity);
+  if (!one) return Error{Invalid(path, key, value, one.error())};
+  if (*one != 1) {
+    return Error{
+        Invalid(path, key, value, "a partition profile request must be exactly 1 instance")};
+  }
+  const PartitionProfile* profile = nullptr;
+  std::string offered;
+  for (const PartitionProfile& p : fold.offered_profiles) {
+    if (p.name == r.profile) profile = &p;
+    offered += (offered.empty() ? "" : " ") + p.name;
+  }
+  if (profile == nullptr || fold.card_memory_mib == 0) {
+    return Error{path + ".resources.limits[" + key + "]: Unsupported value: \"" + r.profile +
+                 "\": the pool offers no such partition profile; offered: [" + offered + "]"};
+  }
+  r.units = PartitionUnits(profile->memory_mib, fold.card_memory_mib);
+  return Ok{};
+}
+
+// Validates one container's keys of one mode and folds them into a Request.
+Result<Request> BuildRequest(const Container& c, const FoldContext& fold) {
+  const Keys& k = *c.keys;
+  Request r;
+  r.manufacturer = k.kind->manufacturer;
+  r.base = k.kind->base;
+  r.mode = *k.modes.begin();
+  const KeyReader keys{c, k, r.base};
+  Status folded = Error{"a request needs a mode"};
+  switch (r.mode) {
+    case Mode::kExclusive:
+      folded = FoldExclusive(keys, r);
+      break;
+    case Mode::kShared:
+      folded = FoldShared(keys, r);
+      break;
+    case Mode::kSliced:
+      folded = FoldSliced(keys, fold, r);
+      break;
+    case Mode::kPartitioned:
+      folded = FoldPartitioned(keys, fold, r);
+      break;
+    case Mode::kNone:  // keys always name a mode
+      break;
+  }
+  if (!folded) return folded.failure();
+  return r;
 }
 
 }  // namespace
-
-const char* FamilyName(Family family) {
-  switch (family) {
-    case Family::kExclusive:
-      return "exclusive";
-    case Family::kShared:
-      return "shared";
-    case Family::kSliced:
-      return "sliced";
-    case Family::kPartitioned:
-      return "partitioned";
-  }
-  return "unknown";
-}
 
 int64_t SliceUnits(uint32_t memory_percentage, uint64_t memory_mib, uint64_t card_memory_mib) {
   if (memory_percentage > 0) return static_cast<int64_t>(memory_percentage) * kCreditsPerPercent;
@@ -259,36 +283,16 @@ int64_t PartitionUnits(uint64_t profile_memory_mib, uint64_t card_memory_mib) {
 }
 
 Result<int64_t> ParseCount(const json& value, int64_t max) {
-  int64_t n = 0;
-  if (value.is_number_integer()) {
-    n = value.get<int64_t>();
-  } else if (value.is_string()) {
-    std::string text = value.get<std::string>();
-    int64_t divisor = 1;
-    if (!text.empty() && text.back() == 'm') {  // milli: "2000m" is 2
-      text.pop_back();
-      divisor = 1000;
-    }
-    const bool negative = !text.empty() && text.front() == '-';
-    const std::string digits = negative ? text.substr(1) : text;
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
-      if (digits.find_first_not_of("0123456789.") == std::string::npos && !digits.empty()) {
-        return Error{"must be a whole number"};
-      }
-      return Error{"must be a whole number written in digits (no unit suffix)"};
-    }
-    if (digits.size() > 18) return Error{"must be at most " + std::to_string(max)};
-    n = std::stoll(digits) * (negative ? -1 : 1);
-    if (n % divisor != 0) return Error{"must be a whole number"};
-    n /= divisor;
-  } else if (value.is_number()) {
-    return Error{"must be a whole number"};
-  } else {
-    return Error{"must be a quantity"};
-  }
-  if (n <= 0) return Error{"must be positive"};
-  if (n > max) return Error{"must be at most " + std::to_string(max)};
-  return n;
+  if (!value.is_string() && !value.is_number()) return Error{"must be a quantity"};
+  auto quantity = kube::Quantity::FromJson(value);
+  // A count is digits: "2", or "2000m" as the apiserver may write it; never "2k" or "2Gi".
+  if (!quantity || (!quantity->suffix().empty() && quantity->suffix() != "m"))
+    return Error{"must be a whole number written in digits (no unit suffix)"};
+  auto n = quantity->Whole();
+  if (!n) return Error{"must be a whole number"};
+  if (*n <= 0) return Error{"must be positive"};
+  if (*n > max) return Error{"must be at most " + std::to_string(max)};
+  return *n;
 }
 
 Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
@@ -338,18 +342,18 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
                    "container"};
     }
   }
-  // Rule 1: one family (in the Pod and in each container), one container group.
-  std::set<Family> families;
+  // Rule 1: one mode (in the Pod and in each container), one container group.
+  std::set<Mode> modes;
   bool init_requests = false, app_requests = false;
   for (const Container& c : containers) {
     if (!c.keys) continue;
-    families.insert(c.keys->families.begin(), c.keys->families.end());
+    modes.insert(c.keys->modes.begin(), c.keys->modes.end());
     (c.group == Container::kInit ? init_requests : app_requests) = true;
   }
-  if (families.empty()) return std::vector<ContainerRequest>{};
-  if (families.size() > 1) {
+  if (modes.empty()) return std::vector<ContainerRequest>{};
+  if (modes.size() > 1) {
     return Error{"spec: Forbidden: a Pod may request only one accelerator family, found " +
-                 FamilyList(families)};
+                 ModeList(modes)};
   }
   if (init_requests && app_requests) {
     return Error{
@@ -368,9 +372,9 @@ Result<std::vector<ContainerRequest>> ParsePodRequests(const json& pod,
     return Error{"spec: Forbidden: a Pod may request only one partition profile, found [" + list +
                  "]"};
   }
-  // Rule 6: at most one container asks for a slicing family.
-  const Family family = *families.begin();
-  if (family == Family::kSliced || family == Family::kPartitioned) {
+  // Rule 6: at most one container asks for a slicing mode.
+  const Mode mode = *modes.begin();
+  if (mode == Mode::kSliced || mode == Mode::kPartitioned) {
     const auto slicing = std::count_if(containers.begin(), containers.end(),
                                        [](const Container& c) { return c.keys.has_value(); });
     if (slicing > 1) {

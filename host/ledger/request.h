@@ -1,4 +1,4 @@
-// A Pod's accelerator request: the containers' resource keys parsed into one of the four families,
+// A Pod's accelerator request: the containers' resource keys parsed into one of the four modes,
 // checked against the seven admission rules (the Pod webhook's logic), with the derived `.units`
 // folded in. Pure: the Pod arrives as JSON, the manufacturers' resource names as input.
 #ifndef GPUSTACK_HOST_LEDGER_REQUEST_H_
@@ -17,9 +17,6 @@
 
 namespace gpustack::ledger {
 
-enum class Family { kExclusive, kShared, kSliced, kPartitioned };
-const char* FamilyName(Family family);  // "exclusive", "shared", "sliced", "partitioned"
-
 // One manufacturer's resource names, as its plugin identifies them.
 struct ResourceKind {
   std::string manufacturer;    // "nvidia"
@@ -32,7 +29,7 @@ struct Request {
   std::string manufacturer;
   std::string base;
   std::string group_id;  // the pool's card model ("a10g"); empty = any model of the manufacturer
-  Family family = Family::kExclusive;
+  Mode mode = Mode::kExclusive;
   uint32_t count = 1;               // exclusive: cards; shared: slots of one card (1..10); else 1
   uint32_t memory_percentage = 0;   // sliced, when given
   uint64_t memory_mib = 0;          // sliced, when given instead

@@ -22,10 +22,11 @@ struct ResourceView {
 };
 
 struct PoolViews {
-  ResourceView exclusive;    // EX: whole cards
-  ResourceView shared;       // SH: ownership slots (decision 1: onceMax = most free on one card)
+  ResourceView exclusive;  // EX: whole cards
+  ResourceView
+      shared;  // SH: ownership slots (docs/decisions.md D1: onceMax = most free on one card)
   ResourceView sliced;       // SL: VRAM percent
-  ResourceView partitioned;  // PT: instances (decision 2: onceMax is 0 or 1)
+  ResourceView partitioned;  // PT: instances (docs/decisions.md D2: onceMax is 0 or 1)
   std::vector<ProfileCount> allocated_profiles;  // zero entries omitted
   std::vector<ProfileCount> remaining_profiles;  // every offered profile, zeros included
   bool operator==(const PoolViews&) const = default;
@@ -43,20 +44,22 @@ struct CpuNode {
   int64_t cores = 0;
   int64_t requested = 0;
 };
-// CPU view (decision 3): onceMax = the most free cores on one node, remaining = all free cores.
+// CPU view (docs/decisions.md D3): onceMax = the most free cores on one node, remaining = all free
+// cores.
 ResourceView CpuView(const std::vector<CpuNode>& nodes);
 
-// Node extended resources the worker publishes per manufacturer (reference 3.6), keyed
+// Node extended resources the worker publishes per manufacturer (docs/behaviour.md §3.6), keyed
 // "<base>.sliced.units" etc. Sliced keys only when the node has a sliceable card, partitioned
 // keys only when it has a partitioned card.
 std::map<std::string, int64_t> CountingKeys(const NodeLedger& node, const ResourceKind& kind);
 
-// Device-plugin tokens per resource (reference 6.1): <base>, .shared, .sliced, .partitioned.
+// Device-plugin tokens per resource (docs/behaviour.md §6.1): <base>, .shared, .sliced,
+// .partitioned.
 std::map<std::string, int64_t> AdvertisedCounts(const NodeLedger& node, const ResourceKind& kind);
 
-// Per-model fit labels (reference 3.7), keyed by the full label name: the most free units of a
-// card that can still take a slice, the cards with a free shared slot, and (decision 1: a shared
-// request takes N slots of one card) the most free slots on one card.
+// Per-model fit labels (docs/behaviour.md §3.7), keyed by the full label name: the most free units
+// of a card that can still take a slice, the cards with a free shared slot, and (docs/decisions.md
+// D1: a shared request takes N slots of one card) the most free slots on one card.
 std::map<std::string, int64_t> FitLabels(const NodeLedger& node);
 
 }  // namespace gpustack::ledger

@@ -1,6 +1,6 @@
-// A plugin library opened through the SDK's client, as a runtime backend: the one place where the
-// plugin ABI's structs (through the SDK's value types) become the host's own types, and where the
-// host services and the PCI inventory a plugin instance receives are kept alive.
+// A plugin library opened through the SDK's client, as a runtime backend. The SDK client turns the
+// ABI's C structs into the SDK's value types (the one conversion); this adapter hands them on as
+// they are, and keeps alive the host services and the PCI inventory a plugin instance receives.
 #ifndef GPUSTACK_HOST_LOADER_LOADED_PLUGIN_H_
 #define GPUSTACK_HOST_LOADER_LOADED_PLUGIN_H_
 
@@ -27,18 +27,17 @@ class LoadedPlugin final : public runtime::PluginBackend {
   Status Init(const runtime::PluginSettings& settings,
               const std::vector<pci::PciDevice>& inventory) override;
   void Shutdown() override;
-  Result<std::vector<runtime::CardGroup>> Discover() override;
-  Result<std::vector<runtime::ContainerEdit>> Grant(const runtime::GrantRequest& request) override;
-  Result<std::vector<runtime::Partition>> ListPartitions(const std::string& card_id) override;
-  Result<runtime::Partition> CreatePartition(const runtime::PartitionRequest& request) override;
-  Status DestroyPartition(const runtime::PartitionRef& partition) override;
-  Result<runtime::Samples> SampleMetrics(const std::vector<std::string>& card_ids,
-                                         bool include_processes) override;
-  Result<std::vector<runtime::HealthEvent>> PollHealthEvents(uint32_t timeout_ms) override;
-  Result<std::vector<runtime::DeviceNode>> ListDeviceNodes(
+  Result<std::vector<sdk::AcceleratorGroup>> Discover() override;
+  Result<std::vector<sdk::ContainerEdit>> Grant(const sdk::Grant& grant) override;
+  Result<std::vector<sdk::Partition>> ListPartitions(const std::string& card_id) override;
+  Result<sdk::Partition> CreatePartition(const sdk::CreatePartitionRequest& request) override;
+  Status DestroyPartition(const sdk::DestroyPartitionRequest& request) override;
+  Result<client::MetricsSnapshot> SampleMetrics(const sdk::MetricsRequest& request) override;
+  Result<std::vector<sdk::HealthEvent>> PollHealthEvents(uint32_t timeout_ms) override;
+  Result<std::vector<sdk::DeviceNode>> ListDeviceNodes(
       const std::vector<std::string>& card_ids) override;
-  Result<runtime::Slice> PrepareSlice(const runtime::SliceRequest& request) override;
-  Status UnprepareSlice(const runtime::SliceRef& slice) override;
+  Result<sdk::Slice> PrepareSlice(const sdk::PrepareSliceRequest& request) override;
+  Status UnprepareSlice(const sdk::UnprepareSliceRequest& request) override;
 
  private:
   // What an instance points to; declared before plugin_ so it outlives the instance.

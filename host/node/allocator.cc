@@ -2,14 +2,15 @@
 
 #include <algorithm>
 
+#include "host/common/json_path.h"
 #include "host/common/logging.h"
+#include "host/ledger/allocated.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/request.h"
 
 namespace gpustack::node {
 namespace {
 
-using ledger::Family;
 using ledger::Mode;
 
 std::string PodKey(const Json& pod) {
@@ -25,42 +26,14 @@ bool Terminal(const Json& pod) {
 }
 
 // A container's request for `resource` (limits, else requests), as a whole number; 0 when none.
-int64_t Quantity(const Json& container, const std::string& resource) {
-  const Json* resources = container.contains("resources") ? &container["resources"] : nullptr;
-  if (resources == nullptr || !resources->is_object()) return 0;
+int64_t CountOf(const Json& container, const std::string& resource) {
   for (const char* side : {"limits", "requests"}) {
-    auto it = resources->find(side);
-    if (it == resources->end() || !it->is_object() || !it->contains(resource)) continue;
-    auto count = ledger::ParseCount((*it)[resource], 1 << 20);
+    const Json& value = JsonAt(container, {"resources", side, resource});
+    if (value.is_null()) continue;
+    auto count = ledger::ParseCount(value, 1 << 20);
     return count ? *count : 0;
   }
   return 0;
-}
-
-Family LedgerFamily(ResourceFamily family) {
-  switch (family) {
-    case ResourceFamily::kShared:
-      return Family::kShared;
-    case ResourceFamily::kSliced:
-      return Family::kSliced;
-    case ResourceFamily::kPartitioned:
-      return Family::kPartitioned;
-    default:
-      return Family::kExclusive;
-  }
-}
-
-runtime::GrantMode GrantModeOf(Mode mode) {
-  switch (mode) {
-    case Mode::kShared:
-      return runtime::GrantMode::kShared;
-    case Mode::kSliced:
-      return runtime::GrantMode::kSliced;
-    case Mode::kPartitioned:
-      return runtime::GrantMode::kPartitioned;
-    default:
-      return runtime::GrantMode::kExclusive;
-  }
 }
 
 const ledger::Group* GroupOf(const ledger::NodeLedger& ledger, const std::string& card_id) {
@@ -126,7 +99,7 @@ std::vector<Candidate> Candidates(const std::vector<Json>& pods, const ServedRes
       for (const Json& c : *it) {
         if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) continue;
         const std::string name = c["name"].get<std::string>();
-        if (Quantity(c, resource.name) != count) continue;
+        if (CountOf(c, resource.name) != count) continue;
         if (ledger.allocations().count({uid, name}) != 0) continue;
         Candidate candidate{pod, name};
         all.push_back(candidate);
@@ -144,7 +117,7 @@ Allocator::Allocator(runtime::NodeRuntime& runtime, PodDirectory& pods, Allocato
   // Read once: the ledger's lock is the runtime's, so nothing under it may ask the runtime.
   for (const runtime::PluginIdentity& id : runtime_.RunningIdentities()) {
     kinds_.push_back({id.manufacturer, id.base_resource_name, id.partition_kind});
-    if (id.capabilities.slice_objects) slice_objects_.insert(id.manufacturer);
+    if (id.Has(GPUSTACK_CAP_SLICE_OBJECTS)) slice_objects_.insert(id.manufacturer);
   }
 }
 
@@ -173,10 +146,9 @@ Result<ledger::Request> Allocator::RequestFor(const Json& pod, const std::string
   }
   for (const ledger::ContainerRequest& r : *requests) {
     if (r.container != container) continue;
-    if (r.request.manufacturer != resource.manufacturer ||
-        r.request.family != LedgerFamily(resource.family)) {
+    if (r.request.manufacturer != resource.manufacturer || r.request.mode != resource.mode) {
       return Error{"pod " + PodKey(pod) + " container " + container + " asks for a " +
-                       ledger::FamilyName(r.request.family) + " " + r.request.manufacturer +
+                       ledger::ModeKey(r.request.mode) + " " + r.request.manufacturer +
                        " accelerator, not " + resource.name,
                    Code::kInvalidArgument};
     }
@@ -217,13 +189,13 @@ std::vector<std::string> Allocator::ChosenCards(const Json& pod, const std::stri
 }
 
 std::string Allocator::AnnotationFor(const std::string& pod_uid) const {
-  Json record = Json::object();
+  std::vector<ledger::Allocation> held;
   runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
     for (const auto& [owner, allocation] : ledger.allocations()) {
-      if (owner.pod_uid == pod_uid) record[owner.container] = ledger::ToJson(allocation);
+      if (owner.pod_uid == pod_uid) held.push_back(allocation);
     }
   });
-  return record.dump();
+  return ledger::AllocatedAnnotation(held);
 }
 
 std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
@@ -235,8 +207,7 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
     if (chosen.size() < size && std::find(chosen.begin(), chosen.end(), id) == chosen.end())
       chosen.push_back(id);
   };
-  if (resource.family != ResourceFamily::kVisibility &&
-      resource.family != ResourceFamily::kPartitioned) {
+  if (!resource.visibility() && resource.mode != Mode::kPartitioned) {
     // A hint only: the watch cache will do, a list only without one.
     std::optional<std::vector<Json>> pods = pods_.CachedPods();
     if (!pods) {
@@ -252,7 +223,7 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
           auto request = RequestFor(*c.pod, c.container, resource, ledger);
           if (!request) continue;
           request->cards = *offered;
-          // Gate 3 counted this Pod on certain cards (ARCHITECTURE decision 6.3): those first,
+          // Gate 3 counted this Pod on certain cards (docs/decisions.md D13): those first,
           // so gate 5 settles where gate 3 counted; any offered card when they no longer fit.
           Result<std::vector<ledger::Charge>> charges = Error{""};
           if (auto chosen = ChosenCards(*c.pod, c.container, *offered); !chosen.empty()) {
@@ -311,7 +282,7 @@ Result<AllocateResult> Allocator::AllocateFrom(
     const ServedResource& resource, const std::vector<std::string>& device_ids,
     const std::vector<Json>& pods, const std::optional<std::set<std::string>>& waiting) {
   std::unique_lock lock(mutex_);
-  if (resource.family == ResourceFamily::kVisibility) {
+  if (resource.visibility()) {
     return AllocateVisibility(resource, static_cast<int64_t>(device_ids.size()), pods, waiting);
   }
   const Json* pod = nullptr;
@@ -371,12 +342,15 @@ Result<AllocateResult> Allocator::AllocateVisibility(
     auto backend = runtime_.BackendFor(resource.manufacturer);
     if (!backend) return backend.failure();
     // The plain view of the owner's cards: no budget, no charge; a partition by its own name.
-    runtime::GrantRequest grant{sidecar.pod_uid, sidecar.container, runtime::GrantMode::kExclusive};
-    for (const ledger::Charge& charge : charges) grant.card_ids.push_back(charge.accelerator_id);
+    sdk::Grant grant{.pod_uid = sidecar.pod_uid,
+                     .container_name = sidecar.container,
+                     .mode = GPUSTACK_GRANT_EXCLUSIVE};
+    for (const ledger::Charge& charge : charges)
+      grant.accelerator_ids.push_back(charge.accelerator_id);
     if (charges.front().mode == Mode::kPartitioned) {
       auto partitions = (*backend)->ListPartitions(charges.front().accelerator_id);
       if (partitions) {
-        for (const runtime::Partition& p : *partitions) {
+        for (const sdk::Partition& p : *partitions) {
           if (p.owner == OwnerTag(owner)) grant.partition_id = p.id;
         }
       }
@@ -384,7 +358,7 @@ Result<AllocateResult> Allocator::AllocateVisibility(
         return Precondition("pod " + PodKey(*c.pod) + ": the partition of " + owner.container +
                             " is not live on card " + charges.front().accelerator_id);
       }
-      grant.mode = runtime::GrantMode::kPartitioned;
+      grant.mode = GPUSTACK_GRANT_PARTITIONED;
     }
     auto edits = (*backend)->Grant(grant);
     if (!edits) return edits.failure();
@@ -400,17 +374,28 @@ Result<AllocateResult> Allocator::AllocateLocked(
     const ServedResource& resource, const std::vector<std::string>& device_ids,
     const std::vector<Json>& pods, const std::optional<std::set<std::string>>& waiting,
     const Json** pod_out) {
+  auto reserved = Reserve(resource, device_ids, pods, waiting);
+  if (!reserved) return reserved.failure();
+  *pod_out = reserved->pod;
+  reserved_at_[reserved->owner] = std::chrono::steady_clock::now();
+  auto edits = GrantReserved(resource, *reserved);
+  if (!edits) {
+    GiveBack(reserved->owner);
+    return edits.failure();
+  }
+  Logger("allocator")
+      ->info("pod {} container {}: {} on {}", PodKey(*reserved->pod), reserved->owner.container,
+             resource.name, reserved->allocation.charges.front().accelerator_id);
+  return AllocateResult{reserved->owner, PodKey(*reserved->pod), std::move(*edits)};
+}
+
+Result<Allocator::Reservation> Allocator::Reserve(
+    const ServedResource& resource, const std::vector<std::string>& device_ids,
+    const std::vector<Json>& pods, const std::optional<std::set<std::string>>& waiting) {
   const int64_t count = static_cast<int64_t>(device_ids.size());
-  // Identify -> fit -> reserve, all under the ledger's lock.
-  struct Chosen {
-    const Json* pod = nullptr;
-    ledger::Owner owner;
-    ledger::Request request;
-    ledger::Allocation allocation;
-  };
-  auto reserved = runtime_.WithLedger([&](ledger::NodeLedger& ledger) -> Result<Chosen> {
-    auto named = CardsNamed(ledger, resource, device_ids);
-    if (!named) return named.failure();
+  return runtime_.WithLedger([&](ledger::NodeLedger& ledger) -> Result<Reservation> {
+    auto offered = CardsNamed(ledger, resource, device_ids);
+    if (!offered) return offered.failure();
     const auto candidates = Candidates(pods, resource, count, ledger, waiting);
     if (candidates.empty()) {
       return Error{"no Pod on this node waits for " + std::to_string(count) + " " + resource.name +
@@ -424,104 +409,104 @@ Result<AllocateResult> Allocator::AllocateLocked(
         if (!first_error) first_error = request.failure();
         continue;
       }
-      switch (resource.family) {
-        case ResourceFamily::kExclusive:
-          if (named->size() != device_ids.size()) {
-            return Precondition("exclusive devices must be distinct cards");
-          }
-          request->cards = *named;
-          break;
-        case ResourceFamily::kShared:
-          // ARCHITECTURE decision 1: N slots of ONE card.
-          if (named->size() != 1) {
-            return Precondition(std::to_string(count) + " " + resource.name +
-                                " slots must be on one card, the kubelet offered " +
-                                std::to_string(named->size()) + " cards");
-          }
-          request->cards = *named;
-          break;
-        case ResourceFamily::kSliced:
-          request->cards = *named;
-          break;
-        default: {
-          // Partitions: the kubelet's ids are a count; the ledger picks the card and placement,
-          // gate 3's choice while it is still free (whatever order the Pods start in).
-          const auto wanted = ChosenCharges(*c.pod, c.container);
-          bool pinned = false;
-          for (const ledger::Charge& want : wanted) {
-            ledger::Request at = *request;
-            at.cards = {want.accelerator_id};
-            at.placement = want.placement;
-            if (ledger.Fit(at)) {
-              *request = std::move(at);
-              pinned = true;
-              break;
-            }
-          }
-          if (!wanted.empty()) ++(pinned ? chosen_honoured_ : chosen_refused_);
-          break;
-        }
-      }
-      auto fit = ledger.Fit(*request);
-      if (!fit) {
+      if (Status placed =
+              PlaceOnOffered(resource, c, *offered, device_ids.size(), ledger, *request);
+          !placed)
+        return placed.failure();
+      if (auto fit = ledger.Fit(*request); !fit) {
         if (!first_error) first_error = Precondition(fit.error());
         continue;
       }
-      ledger::Owner owner{PodUid(*c.pod), c.container};
+      const ledger::Owner owner{PodUid(*c.pod), c.container};
       auto allocation = ledger.Reserve(owner, *request);
       if (!allocation) return Precondition(allocation.error());
-      return Chosen{c.pod, owner, *request, *allocation};
+      const ledger::Group* group = GroupOf(ledger, allocation->charges.front().accelerator_id);
+      return Reservation{c.pod, owner, *request, std::move(*allocation),
+                         group != nullptr ? group->memory : 0};
     }
     return *first_error;
   });
-  if (!reserved) return reserved.failure();
-  *pod_out = reserved->pod;
-  reserved_at_[reserved->owner] = std::chrono::steady_clock::now();
+}
 
-  auto give_back = [&](const Error& why) -> Error {
-    runtime_.WithLedger([&](ledger::NodeLedger& ledger) { ledger.Release(reserved->owner); });
-    reserved_at_.erase(reserved->owner);
-    return why;
-  };
-  auto backend = runtime_.BackendFor(resource.manufacturer);
-  if (!backend) return give_back(backend.failure());
-
-  runtime::GrantRequest grant;
-  grant.pod_uid = reserved->owner.pod_uid;
-  grant.container = reserved->owner.container;
-  grant.mode = GrantModeOf(reserved->allocation.charges.front().mode);
-  uint64_t card_memory = 0;
-  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-    for (const ledger::Charge& charge : reserved->allocation.charges) {
-      grant.card_ids.push_back(charge.accelerator_id);
-      if (const ledger::Group* g = GroupOf(ledger, charge.accelerator_id)) card_memory = g->memory;
+Status Allocator::PlaceOnOffered(const ServedResource& resource, const Candidate& candidate,
+                                 const std::vector<std::string>& offered, size_t device_count,
+                                 const ledger::NodeLedger& ledger, ledger::Request& request) {
+  switch (resource.mode) {
+    case Mode::kExclusive:
+      if (offered.size() != device_count)
+        return Precondition("exclusive devices must be distinct cards");
+      break;
+    case Mode::kShared:
+      // N slots of ONE card (docs/decisions.md D1).
+      if (offered.size() != 1) {
+        return Precondition(std::to_string(device_count) + " " + resource.name +
+                            " slots must be on one card, the kubelet offered " +
+                            std::to_string(offered.size()) + " cards");
+      }
+      break;
+    case Mode::kSliced:
+      break;
+    default: {
+      // Partitions: the kubelet's ids are a count; the ledger picks the card and placement,
+      // gate 3's choice while it is still free (whatever order the Pods start in).
+      const auto wanted = ChosenCharges(*candidate.pod, candidate.container);
+      bool pinned = false;
+      for (const ledger::Charge& want : wanted) {
+        ledger::Request at = request;
+        at.cards = {want.accelerator_id};
+        at.placement = want.placement;
+        if (ledger.Fit(at)) {
+          request = std::move(at);
+          pinned = true;
+          break;
+        }
+      }
+      if (!wanted.empty()) ++(pinned ? chosen_honoured_ : chosen_refused_);
+      return Ok{};
     }
-  });
-  if (grant.mode == runtime::GrantMode::kSliced) {
-    grant.memory_limit_mib = SliceBudgetMib(reserved->request, card_memory);
-    grant.cores_percentage = reserved->request.cores_percentage;
   }
-  if (grant.mode == runtime::GrantMode::kPartitioned) {
-    const ledger::Charge& charge = reserved->allocation.charges.front();
-    auto partition = (*backend)->CreatePartition(
-        {charge.accelerator_id, charge.profile, charge.placement, OwnerTag(reserved->owner)});
+  request.cards = offered;
+  return Ok{};
+}
+
+Result<std::vector<sdk::ContainerEdit>> Allocator::GrantReserved(const ServedResource& resource,
+                                                                 const Reservation& reserved) {
+  auto backend = runtime_.BackendFor(resource.manufacturer);
+  if (!backend) return backend.failure();
+  const ledger::Charge& first = reserved.allocation.charges.front();
+  sdk::Grant grant{.pod_uid = reserved.owner.pod_uid,
+                   .container_name = reserved.owner.container,
+                   .mode = runtime::ToGrantMode(first.mode)};
+  for (const ledger::Charge& charge : reserved.allocation.charges)
+    grant.accelerator_ids.push_back(charge.accelerator_id);
+  if (first.mode == Mode::kSliced) {
+    grant.memory_limit_mib = SliceBudgetMib(reserved.request, reserved.card_memory_mib);
+    grant.cores_percentage = reserved.request.cores_percentage;
+  }
+  if (first.mode == Mode::kPartitioned) {
+    auto partition = (*backend)->CreatePartition({first.accelerator_id,
+                                                  first.profile,
+                                                  {first.placement.start, first.placement.length},
+                                                  OwnerTag(reserved.owner)});
     if (!partition) {
-      return give_back(Error{"cannot create a " + charge.profile + " partition on card " +
-                                 charge.accelerator_id + ": " + partition.error(),
-                             Code::kUnavailable});
+      return Error{"cannot create a " + first.profile + " partition on card " +
+                       first.accelerator_id + ": " + partition.error(),
+                   Code::kUnavailable};
     }
     grant.partition_id = partition->id;
   }
   auto edits = (*backend)->Grant(grant);
   if (!edits) {
-    DestroyPartitions(reserved->allocation);
-    return give_back(Error{resource.manufacturer + " plugin refused the grant: " + edits.error(),
-                           Code::kInternal});
+    DestroyPartitions(reserved.allocation);
+    return Error{resource.manufacturer + " plugin refused the grant: " + edits.error(),
+                 Code::kInternal};
   }
-  Logger("allocator")
-      ->info("pod {} container {}: {} on {}", PodKey(*reserved->pod), reserved->owner.container,
-             resource.name, grant.card_ids.front());
-  return AllocateResult{reserved->owner, PodKey(*reserved->pod), std::move(*edits)};
+  return edits;
+}
+
+void Allocator::GiveBack(const ledger::Owner& owner) {
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) { ledger.Release(owner); });
+  reserved_at_.erase(owner);
 }
 
 void Allocator::DestroyPartitions(const ledger::Allocation& allocation) {
@@ -535,7 +520,7 @@ void Allocator::DestroyPartitions(const ledger::Allocation& allocation) {
     });
     auto backend = runtime_.BackendFor(manufacturer);
     auto partitions = backend ? (*backend)->ListPartitions(charge.accelerator_id)
-                              : Result<std::vector<runtime::Partition>>(backend.failure());
+                              : Result<std::vector<sdk::Partition>>(backend.failure());
     if (!partitions) {
       Logger("allocator")
           ->warn("cannot list partitions of {} (retrying): {}", charge.accelerator_id,
@@ -544,16 +529,17 @@ void Allocator::DestroyPartitions(const ledger::Allocation& allocation) {
       continue;
     }
     bool done = true;
-    for (const runtime::Partition& p : *partitions) {
+    for (const sdk::Partition& p : *partitions) {
       if (p.owner != tag) continue;
-      if (Status destroyed = (*backend)->DestroyPartition({p.card_id, p.id, p.owner}); !destroyed) {
+      if (Status destroyed = (*backend)->DestroyPartition({p.accelerator_id, p.id, p.owner});
+          !destroyed) {
         // In use, most often: retried on the next pass, never blocking other cards.
         Logger("allocator")
-            ->warn("cannot destroy partition {} of {} (retrying): {}", p.id, p.card_id,
+            ->warn("cannot destroy partition {} of {} (retrying): {}", p.id, p.accelerator_id,
                    destroyed.error());
         done = false;
       } else {
-        Logger("allocator")->info("destroyed partition {} of {} ({})", p.id, p.card_id, tag);
+        Logger("allocator")->info("destroyed partition {} of {} ({})", p.id, p.accelerator_id, tag);
       }
     }
     if (done) {
@@ -573,37 +559,30 @@ size_t Allocator::Restore(const std::vector<Json>& pods) {
   std::stable_partition(order.begin(), order.end(), [](const Json* p) { return !Terminal(*p); });
   for (const Json* pod_pointer : order) {
     const Json& pod = *pod_pointer;
-    const Json& annotations = pod["metadata"].value("annotations", Json::object());
-    auto it = annotations.find(kAllocatedAnnotation);
-    if (it == annotations.end() || !it->is_string()) continue;
-    const Json record = Json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (!record.is_object()) {
-      Logger("allocator")
-          ->error("pod {}: unreadable {} annotation: not restored", PodKey(pod),
-                  kAllocatedAnnotation);
+    auto record = ledger::AllocatedRecordOf(pod);
+    if (!record) {
+      Logger("allocator")->error("pod {}: {}: not restored", PodKey(pod), record.error());
       continue;
     }
-    for (const auto& [container, entry] : record.items()) {
-      auto allocation = ledger::AllocationFromJson(entry);
-      if (!allocation || allocation->owner.pod_uid != PodUid(pod) ||
-          allocation->owner.container != container) {
+    for (const ledger::RecordedAllocation& entry : *record) {
+      if (!entry.allocation) {
         Logger("allocator")
             ->error("pod {} container {}: refusing its recorded allocation: {}", PodKey(pod),
-                    container,
-                    allocation ? "it names another pod or container" : allocation.error());
+                    entry.container, entry.allocation.error());
         continue;
       }
+      const ledger::Allocation& allocation = *entry.allocation;
       runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-        if (ledger.allocations().count(allocation->owner) != 0) return;
-        if (Status s = ledger.Restore(*allocation); !s) {
+        if (ledger.allocations().count(allocation.owner) != 0) return;
+        if (Status s = ledger.Restore(allocation); !s) {
           Logger("allocator")
               ->error("pod {} container {}: recorded allocation no longer fits: {}", PodKey(pod),
-                      container, s.error());
+                      entry.container, s.error());
           return;
         }
         ++restored;
         if (options_.release_terminated && Terminal(pod)) {
-          ledger.ReleaseTerminated(allocation->owner,
+          ledger.ReleaseTerminated(allocation.owner,
                                    [this](const std::string& m) { return slices_are_objects(m); });
         }
       });

@@ -1,7 +1,7 @@
-// Gate 5 (reference §6.2): which container an Allocate serves, whether its request fits the cards
-// the kubelet offered, the charge in the node ledger, the plugin's grant, the partition it needs,
-// and the durable record on the Pod. One allocator serves every resource of every manufacturer
-// on the node; the kubelet front end (device_plugin.h) only translates.
+// Gate 5 (docs/behaviour.md §6.2): which container an Allocate serves, whether its request fits the
+// cards the kubelet offered, the charge in the node ledger, the plugin's grant, the partition it
+// needs, and the durable record on the Pod. One allocator serves every resource of every
+// manufacturer on the node; the kubelet front end (device_plugin.h) only translates.
 //
 // Safety: identify -> fit -> reserve run under one mutex with the ledger's, so two Allocates can
 // never take the same room; the Pod annotation is written before the kubelet gets an answer, and
@@ -30,9 +30,6 @@ namespace gpustack::node {
 
 using Json = nlohmann::json;
 
-// The Pod annotation that records what each container holds: {"<container>": <allocation>}.
-inline constexpr const char* kAllocatedAnnotation = "device.gpustack.ai/accelerator.allocated";
-
 // Where the allocator learns about Pods, and where it records them (the apiserver, the kubelet's
 // pod-resources API; an in-memory table in tests).
 class PodDirectory {
@@ -59,13 +56,13 @@ struct AllocatorOptions {
 struct AllocateResult {
   ledger::Owner owner;
   std::string pod;  // "<namespace>/<name>"
-  std::vector<runtime::ContainerEdit> edits;
+  std::vector<sdk::ContainerEdit> edits;
 };
 
 // The owner string a partition's ownership record carries: "<pod uid>/<container>".
 std::string OwnerTag(const ledger::Owner& owner);
 
-// The VRAM budget of a slice in MiB (ARCHITECTURE decision 6): floor(card MiB x P / 100) from a
+// The VRAM budget of a slice in MiB (docs/decisions.md D6): floor(card MiB x P / 100) from a
 // percentage, else the MiB asked for, capped at the card.
 uint64_t SliceBudgetMib(const ledger::Request& request, uint64_t card_memory_mib);
 
@@ -122,12 +119,37 @@ class Allocator {
                                       const std::vector<std::string>& device_ids,
                                       const std::vector<Json>& pods,
                                       const std::optional<std::set<std::string>>& waiting);
+  // Identify -> fit -> reserve -> grant; nothing stays reserved when a step fails.
   Result<AllocateResult> AllocateLocked(const ServedResource& resource,
                                         const std::vector<std::string>& device_ids,
                                         const std::vector<Json>& pods,
                                         const std::optional<std::set<std::string>>& waiting,
                                         const Json** pod_out);
-  // A sidecar's view of its Pod's cards (reference §6.2 Visibility): no new card, no charge.
+  // What Reserve charged, and what the grant needs of the card.
+  struct Reservation {
+    const Json* pod = nullptr;
+    ledger::Owner owner;
+    ledger::Request request;
+    ledger::Allocation allocation;
+    uint64_t card_memory_mib = 0;
+  };
+  // Identify, fit and reserve, under one hold of the ledger's lock.
+  Result<Reservation> Reserve(const ServedResource& resource,
+                              const std::vector<std::string>& device_ids,
+                              const std::vector<Json>& pods,
+                              const std::optional<std::set<std::string>>& waiting);
+  // Narrows `request` to the cards the kubelet offered (a partition: to gate 3's choice while it
+  // still fits); FAILED_PRECONDITION when the offer cannot serve the resource's mode.
+  Status PlaceOnOffered(const ServedResource& resource, const Candidate& candidate,
+                        const std::vector<std::string>& offered, size_t device_count,
+                        const ledger::NodeLedger& ledger, ledger::Request& request);
+  // The partition a reservation needs (created) and the plugin's container edits; a partition
+  // made for a grant that then fails is destroyed again.
+  Result<std::vector<sdk::ContainerEdit>> GrantReserved(const ServedResource& resource,
+                                                        const Reservation& reserved);
+  void GiveBack(const ledger::Owner& owner);
+  // A sidecar's view of its Pod's cards (docs/behaviour.md §6.2 Visibility): no new card, no
+  // charge.
   Result<AllocateResult> AllocateVisibility(const ServedResource& resource, int64_t count,
                                             const std::vector<Json>& pods,
                                             const std::optional<std::set<std::string>>& waiting);

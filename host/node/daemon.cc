@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/kube/informer.h"
 #include "host/node/metrics.h"
@@ -21,7 +22,7 @@
 namespace gpustack::node {
 namespace {
 
-// Sleeps up to `duration`, waking early on stop.
+// Sleeps up to `duration`, waking early on stop (a signal cannot notify a condition variable).
 void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   const auto until = std::chrono::steady_clock::now() + duration;
   while (!stop && std::chrono::steady_clock::now() < until) {
@@ -82,104 +83,176 @@ Result<std::map<std::string, std::string>> PluginLabelsOf(kube::Client& client,
   return PluginLabelsOf(*node);
 }
 
-int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
-              const std::atomic<bool>& stop) {
-  auto log = Logger("daemon");
-  runtime.Discover();
-  std::vector<ServedResource> resources;
-  for (const runtime::PluginIdentity& id : runtime.RunningIdentities()) {
-    for (ServedResource& r : ResourcesOf(id, options.families)) resources.push_back(std::move(r));
-  }
-  if (resources.empty()) log->warn("no plugin runs on this node: nothing to serve to the kubelet");
+namespace {
 
-  KubePodDirectory pods(client, options.node_name, options.pod_resources_socket);
-  Allocator allocator(runtime, pods, options.allocator);
-  TokenBoard board(runtime, resources);
-  Publisher publisher(client, options.node_name);
-  std::atomic<bool> dirty{true};
+// The daemon's jobs around one loop: it rebuilds the ledger from the Pods' records, watches its
+// Pods and Node, serves the kubelet and the exporter, and each turn of the loop releases what
+// deleted or finished Pods held, re-discovers, samples and publishes what changed.
+class Daemon {
+ public:
+  Daemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
+         const std::atomic<bool>& stop)
+      : runtime_(runtime),
+        client_(client),
+        options_(options),
+        stop_(stop),
+        log_(Logger("daemon")),
+        pods_(client, options.node_name, options.pod_resources_socket),
+        allocator_(runtime, pods_, options.allocator),
+        board_(runtime, ServedResources()),
+        publisher_(client, options.node_name) {}
+
+  int Run() {
+    if (!RebuildLedger()) return 0;
+    board_.Refresh();
+    WatchPods();
+    WatchNode();
+    allocator_.set_on_change([this] {
+      board_.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
+      dirty_ = true;
+      Poke();
+    });
+    KubeletFrontEnd front(board_, allocator_, options_.kubelet);
+    front_ = &front;
+    if (Status started = StartExporter(); !started) {
+      log_->error("{}", started.error());
+      StopWatches();
+      return 2;
+    }
+    front.Start();
+    runtime_.StartHealthLoop(options_.health_poll, [this] {
+      dirty_ = true;
+      Poke();
+    });
+    const int status = Loop();
+    StopWatches();
+    if (exporter_) exporter_->Stop();
+    log_->info("stopping: unregistering from the kubelet");
+    runtime_.StopHealthLoop();
+    board_.Close();
+    front.Stop();
+    return status;
+  }
+
+ private:
+  std::vector<ServedResource> ServedResources() {
+    std::vector<ServedResource> resources;
+    for (const runtime::PluginIdentity& id : runtime_.RunningIdentities()) {
+      for (ServedResource& r : ResourcesOf(id, options_.modes)) resources.push_back(std::move(r));
+    }
+    if (resources.empty())
+      log_->warn("no plugin runs on this node: nothing to serve to the kubelet");
+    return resources;
+  }
 
   // The ledger comes from the Pods' records, never from memory: no Allocate is answered before
-  // it is rebuilt, so a restart cannot hand out a card a running Pod holds.
-  for (int attempt = 0; !stop; ++attempt) {
-    const auto listed_at = std::chrono::steady_clock::now();
-    auto listed = pods.PodsOnNode();
-    if (listed) {
-      const size_t restored = allocator.Restore(*listed);
-      allocator.Reconcile(*listed, listed_at);
-      log->info("ledger rebuilt from {} pod(s): {} allocation(s) restored", listed->size(),
-                restored);
-      break;
+  // it is rebuilt, so a restart cannot hand out a card a running Pod holds. False when stopped
+  // first.
+  bool RebuildLedger() {
+    for (int attempt = 0; !stop_; ++attempt) {
+      const auto listed_at = std::chrono::steady_clock::now();
+      auto listed = pods_.PodsOnNode();
+      if (listed) {
+        const size_t restored = allocator_.Restore(*listed);
+        allocator_.Reconcile(*listed, listed_at);
+        log_->info("ledger rebuilt from {} pod(s): {} allocation(s) restored", listed->size(),
+                   restored);
+        return true;
+      }
+      log_->warn("cannot list the pods on node {} (retrying): {}", options_.node_name,
+                 listed.error());
+      Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop_);
     }
-    log->warn("cannot list the pods on node {} (retrying): {}", options.node_name, listed.error());
-    Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop);
+    return false;
   }
-  if (stop) return 0;
-  board.Refresh();
+
+  void Poke() {
+    std::lock_guard lock(wake_mutex_);
+    wake_.notify_all();
+  }
 
   // Pod changes arrive by watch: a deletion releases at once, a finished Pod gives back what it
   // may; a fresh list on the reconcile period catches anything a watch could have missed.
-  std::mutex wake_mutex;
-  std::condition_variable wake;
-  std::set<std::string> deleted;
-  std::atomic<bool> pods_changed{false};
-  auto poke = [&] {
-    std::lock_guard lock(wake_mutex);
-    wake.notify_all();
-  };
-  kube::InformerOptions informer_options;
-  informer_options.field_selector = "spec.nodeName=" + options.node_name;
-  kube::Informer informer(client, kube::resources::Pods(), "", informer_options);
-  informer.AddEventHandler({.on_add = {},
-                            .on_update =
-                                [&](const kube::ObjectPtr&, const kube::ObjectPtr&) {
-                                  pods_changed = true;
-                                  poke();
-                                },
-                            .on_delete =
-                                [&](const kube::ObjectPtr& pod) {
-                                  {
-                                    std::lock_guard lock(wake_mutex);
-                                    deleted.insert((*pod)["metadata"].value("uid", ""));
-                                  }
-                                  poke();
-                                }});
-  informer.Start();
-  pods.set_informer(&informer);
-  // The Node itself, for its plugin labels.
-  std::atomic<bool> labels_changed{false};
-  kube::InformerOptions node_options;
-  node_options.field_selector = "metadata.name=" + options.node_name;
-  kube::Informer node_informer(client, kube::resources::Nodes(), "", node_options);
-  auto look_at_node = [&](const kube::ObjectPtr& node) {
-    if (PluginLabelsOf(*node) == options.plugin_labels) return;
-    labels_changed = true;
-    poke();
-  };
-  node_informer.AddEventHandler(
-      {.on_add = look_at_node,
-       .on_update = [&](const kube::ObjectPtr&,
-                        const kube::ObjectPtr& node) { look_at_node(node); },
-       .on_delete = {}});
-  node_informer.Start();
-  allocator.set_on_change([&] {
-    board.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
-    dirty = true;
-    poke();
-  });
+  void WatchPods() {
+    kube::InformerOptions on_node;
+    on_node.field_selector = "spec.nodeName=" + options_.node_name;
+    pod_informer_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", on_node);
+    pod_informer_->AddEventHandler({.on_add = {},
+                                    .on_update =
+                                        [this](const kube::ObjectPtr&, const kube::ObjectPtr&) {
+                                          pods_changed_ = true;
+                                          Poke();
+                                        },
+                                    .on_delete =
+                                        [this](const kube::ObjectPtr& pod) {
+                                          {
+                                            std::lock_guard lock(wake_mutex_);
+                                            deleted_.insert(StringAt(*pod, {"metadata", "uid"}));
+                                          }
+                                          Poke();
+                                        }});
+    pod_informer_->Start();
+    pods_.set_informer(pod_informer_.get());
+  }
 
-  KubeletFrontEnd front(board, allocator, options.kubelet);
+  // The Node itself, for its plugin labels: a change stops the daemon, to start with them.
+  void WatchNode() {
+    kube::InformerOptions named;
+    named.field_selector = "metadata.name=" + options_.node_name;
+    node_informer_ = std::make_unique<kube::Informer>(client_, kube::resources::Nodes(), "", named);
+    auto look = [this](const kube::ObjectPtr& node) {
+      if (PluginLabelsOf(*node) == options_.plugin_labels) return;
+      labels_changed_ = true;
+      Poke();
+    };
+    node_informer_->AddEventHandler(
+        {.on_add = look,
+         .on_update = [look](const kube::ObjectPtr&, const kube::ObjectPtr& node) { look(node); },
+         .on_delete = {}});
+    node_informer_->Start();
+  }
 
-  // The latest sampling round, read by the exporter's thread.
-  std::mutex metrics_mutex;
-  MetricsInput latest{options.node_name, false, {}, {}};
-  auto holders = [&] {
+  void StopWatches() {
+    pods_.set_informer(nullptr);
+    if (node_informer_) node_informer_->Stop();
+    if (pod_informer_) pod_informer_->Stop();
+  }
+
+  // /metrics, /monitor/snapshot, /livez and /readyz. Bad input (a certificate that does not load,
+  // a port in use) stops the daemon before it registers anything: a node without its metrics
+  // would look healthy and not be.
+  Status StartExporter() {
+    if (!options_.serve_https) return Ok{};
+    auto started = https::StartEndpoint(
+        options_.exporter,
+        https::HealthRoutes({.metrics =
+                                 [this] {
+                                   std::lock_guard lock(metrics_mutex_);
+                                   return RenderMetrics(latest_);
+                                 },
+                             .ready = [this] { return front_->registered_generations() > 0; },
+                             .not_ready = "the kubelet has not registered every resource",
+                             .snapshot =
+                                 [this] {
+                                   std::lock_guard lock(metrics_mutex_);
+                                   return SnapshotJson(latest_).dump();
+                                 }}));
+    if (!started) return started.failure();
+    exporter_ = std::move(*started);
+    log_->info("serving /metrics and /monitor/snapshot on https://{}:{}",
+               options_.exporter.server.address, exporter_->port());
+    return Ok{};
+  }
+
+  // Who holds what on each card, by Pod name, for the per-Pod metric labels.
+  std::vector<Holder> Holders() {
     std::map<std::string, std::pair<std::string, std::string>> names;  // uid -> namespace, name
-    for (const kube::ObjectPtr& pod : informer.List()) {
-      const Json& m = (*pod)["metadata"];
-      names[m.value("uid", "")] = {m.value("namespace", ""), m.value("name", "")};
+    for (const kube::ObjectPtr& pod : pod_informer_->List()) {
+      names[StringAt(*pod, {"metadata", "uid"})] = {StringAt(*pod, {"metadata", "namespace"}),
+                                                    StringAt(*pod, {"metadata", "name"})};
     }
     std::vector<Holder> out;
-    runtime.WithLedger([&](ledger::NodeLedger& ledger) {
+    runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
       for (const auto& [owner, allocation] : ledger.allocations()) {
         auto name = names.find(owner.pod_uid);
         if (name == names.end()) continue;
@@ -190,111 +263,119 @@ int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonO
       }
     });
     return out;
-  };
-  Exporter exporter(options.exporter, {[&] {
-                                         std::lock_guard lock(metrics_mutex);
-                                         return RenderMetrics(latest);
-                                       },
-                                       [&] {
-                                         std::lock_guard lock(metrics_mutex);
-                                         return SnapshotJson(latest).dump();
-                                       },
-                                       [&] { return front.registered_generations() > 0; }});
-  if (options.serve_https) {
-    // Bad input (a certificate that does not load, a port in use) stops the daemon before it
-    // registers anything: a node without its metrics would look healthy and not be.
-    if (Status started = exporter.Start(); !started) {
-      log->error("{}", started.error());
-      node_informer.Stop();
-      informer.Stop();
-      return 2;
-    }
-    log->info("serving /metrics and /monitor/snapshot on https://{}:{}", options.exporter.address,
-              exporter.port());
   }
-  front.Start();
-  runtime.StartHealthLoop(options.health_poll, [&] {
-    dirty = true;
-    poke();
-  });
-  int status = 0;
 
-  auto next_discovery = std::chrono::steady_clock::now() + options.discover_period;
-  auto next_reconcile = std::chrono::steady_clock::now() + options.reconcile_period;
-  auto next_sample = std::chrono::steady_clock::now();
-  while (!stop) {
+  // Until stopped, or until the Node's plugin labels change (kPluginLabelsChanged).
+  int Loop() {
+    next_discovery_ = std::chrono::steady_clock::now() + options_.discover_period;
+    next_reconcile_ = std::chrono::steady_clock::now() + options_.reconcile_period;
+    next_sample_ = std::chrono::steady_clock::now();
+    while (!stop_) {
+      std::set<std::string> gone = WaitForWork();
+      if (stop_) break;
+      if (labels_changed_) {
+        log_->warn(
+            "the plugins.gpustack.ai/ labels of node {} changed: stopping, to start again with "
+            "them (allocations are rebuilt from the Pods' records)",
+            options_.node_name);
+        return kPluginLabelsChanged;
+      }
+      allocator_.ReleaseDeleted(gone);
+      if (pods_changed_.exchange(false)) {
+        std::vector<Json> cached;
+        for (const kube::ObjectPtr& pod : pod_informer_->List()) cached.push_back(*pod);
+        allocator_.Reconcile(cached, std::nullopt);
+      }
+      RunDueWork(std::chrono::steady_clock::now());
+      if (dirty_.exchange(false)) Publish();
+    }
+    return 0;
+  }
+
+  // Waits for an event or the next periodic job; the Pods deleted meanwhile.
+  std::set<std::string> WaitForWork() {
     std::set<std::string> gone;
-    {
-      std::unique_lock lock(wake_mutex);
-      // A signal cannot notify a condition variable: stop is looked at once a second.
-      const auto until = std::min({next_discovery, next_reconcile, next_sample,
-                                   std::chrono::steady_clock::now() + std::chrono::seconds(1)});
-      wake.wait_until(lock, until, [&] {
-        return stop || dirty || pods_changed || labels_changed || !deleted.empty();
-      });
-      gone.swap(deleted);
+    std::unique_lock lock(wake_mutex_);
+    // A signal cannot notify a condition variable: stop is looked at once a second.
+    const auto until = std::min({next_discovery_, next_reconcile_, next_sample_,
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(1)});
+    wake_.wait_until(lock, until, [this] {
+      return stop_ || dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty();
+    });
+    gone.swap(deleted_);
+    return gone;
+  }
+
+  // The periodic jobs that are due: discovery, a fresh list of the node's Pods, a metrics round.
+  void RunDueWork(std::chrono::steady_clock::time_point now) {
+    if (now >= next_discovery_) {
+      runtime_.Discover();
+      dirty_ = true;
+      next_discovery_ = now + options_.discover_period;
     }
-    if (stop) break;
-    if (labels_changed) {
-      log->warn(
-          "the plugins.gpustack.ai/ labels of node {} changed: stopping, to start again "
-          "with them (allocations are rebuilt from the Pods' records)",
-          options.node_name);
-      status = kPluginLabelsChanged;
-      break;
-    }
-    allocator.ReleaseDeleted(gone);
-    if (pods_changed.exchange(false)) {
-      std::vector<Json> cached;
-      for (const kube::ObjectPtr& pod : informer.List()) cached.push_back(*pod);
-      allocator.Reconcile(cached, std::nullopt);
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= next_discovery) {
-      runtime.Discover();
-      dirty = true;
-      next_discovery = now + options.discover_period;
-    }
-    if (now >= next_reconcile) {
+    if (now >= next_reconcile_) {
       const auto listed_at = std::chrono::steady_clock::now();
-      if (auto listed = pods.PodsOnNode()) {
-        allocator.Reconcile(*listed, listed_at);
+      if (auto listed = pods_.PodsOnNode()) {
+        allocator_.Reconcile(*listed, listed_at);
       } else {
-        log->warn("cannot list the pods on node {}: {}", options.node_name, listed.error());
+        log_->warn("cannot list the pods on node {}: {}", options_.node_name, listed.error());
       }
-      next_reconcile = now + options.reconcile_period;
+      next_reconcile_ = now + options_.reconcile_period;
     }
-    if (now >= next_sample) {
+    if (now >= next_sample_) {
       // A failed round publishes only its verdict; a previous round is never carried forward.
-      MetricsInput input{options.node_name, true, runtime.Sample(false), holders()};
-      std::lock_guard lock(metrics_mutex);
-      latest = std::move(input);
-      next_sample = now + options.monitor_period;
-    }
-    if (dirty.exchange(false)) {
-      board.Refresh();
-      const runtime::NodeReport report = runtime.Report();
-      const ledger::DevicesStatus status =
-          runtime.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
-      if (Status published = publisher.Publish(report, status); !published) {
-        log->warn("{} (retrying in a second)", published.error());
-        // Retried on the next wake, at most a second away.
-        next_reconcile = std::min(next_reconcile, now + std::chrono::seconds(1));
-        dirty = true;
-        std::unique_lock lock(wake_mutex);
-        wake.wait_for(lock, std::chrono::seconds(1), [&] { return bool(stop); });
-      }
+      MetricsInput input{options_.node_name, true, runtime_.Sample(false), Holders()};
+      std::lock_guard lock(metrics_mutex_);
+      latest_ = std::move(input);
+      next_sample_ = now + options_.monitor_period;
     }
   }
-  pods.set_informer(nullptr);
-  node_informer.Stop();
-  informer.Stop();
-  exporter.Stop();
-  log->info("stopping: unregistering from the kubelet");
-  runtime.StopHealthLoop();
-  board.Close();
-  front.Stop();
-  return status;
+
+  // The node's Devices object and labels; a failure is retried within a second.
+  void Publish() {
+    board_.Refresh();
+    const runtime::NodeReport report = runtime_.Report();
+    const ledger::DevicesStatus status =
+        runtime_.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
+    if (Status published = publisher_.Publish(report, status); !published) {
+      log_->warn("{} (retrying in a second)", published.error());
+      next_reconcile_ =
+          std::min(next_reconcile_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      dirty_ = true;
+      std::unique_lock lock(wake_mutex_);
+      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return bool(stop_); });
+    }
+  }
+
+  runtime::NodeRuntime& runtime_;
+  kube::Client& client_;
+  const DaemonOptions& options_;
+  const std::atomic<bool>& stop_;
+  std::shared_ptr<spdlog::logger> log_;
+  KubePodDirectory pods_;
+  Allocator allocator_;
+  TokenBoard board_;
+  Publisher publisher_;
+  std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
+  KubeletFrontEnd* front_ = nullptr;
+  std::unique_ptr<https::Server> exporter_;
+
+  std::mutex wake_mutex_;  // guards deleted_, and is the wake-up's
+  std::condition_variable wake_;
+  std::set<std::string> deleted_;  // uids
+  std::atomic<bool> dirty_{true}, pods_changed_{false}, labels_changed_{false};
+  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_sample_;
+
+  std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
+  MetricsInput latest_{options_.node_name, false, {}, {}};
+};
+
+}  // namespace
+
+int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
+              const std::atomic<bool>& stop) {
+  runtime.Discover();  // before the allocator and the tokens read what the plugins serve
+  return Daemon(runtime, client, options, stop).Run();
 }
 
 }  // namespace gpustack::node

@@ -11,10 +11,10 @@
 #include <map>
 #include <string>
 
+#include "host/https/server.h"
 #include "host/kube/client.h"
 #include "host/node/allocator.h"
 #include "host/node/device_plugin.h"
-#include "host/node/exporter.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
 
@@ -22,7 +22,7 @@ namespace gpustack::node {
 
 struct DaemonOptions {
   std::string node_name;
-  FamilySwitches families;
+  ModeSwitches modes;
   AllocatorOptions allocator;
   KubeletOptions kubelet;
   // The kubelet's pod-resources socket (<kubelet root>/pod-resources/kubelet.sock).
@@ -33,7 +33,10 @@ struct DaemonOptions {
   std::chrono::milliseconds health_poll{1'000};
   // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.
   std::chrono::milliseconds monitor_period{15'000};
-  ExporterOptions exporter;
+  // /metrics, /monitor/snapshot, /livez and /readyz (docs/behaviour.md §8.2).
+  https::EndpointOptions exporter{.server = {.name = "exporter", .port = 32443, .body_limit = 4096},
+                                  .cert_dir = {},
+                                  .common_name = "gpustack-device-manager"};
   bool serve_https = true;
   // The Node's plugins.gpustack.ai/ labels the plugins were enabled with: when the Node's change,
   // the daemon stops (status kPluginLabelsChanged) for its Pod to restart and apply them.

@@ -21,19 +21,19 @@ grpc::Status ToGrpc(const Error& error) {
   return grpc::Status(static_cast<grpc::StatusCode>(error.code), error.message);
 }
 
-void AddEdit(const runtime::ContainerEdit& edit, v1beta1::ContainerAllocateResponse& out) {
+void AddEdit(const sdk::ContainerEdit& edit, v1beta1::ContainerAllocateResponse& out) {
   switch (edit.kind) {
-    case runtime::EditKind::kEnv:
+    case GPUSTACK_EDIT_ENV:
       (*out.mutable_envs())[edit.key] = edit.value;
       break;
-    case runtime::EditKind::kMount: {
+    case GPUSTACK_EDIT_MOUNT: {
       auto* mount = out.add_mounts();
       mount->set_host_path(edit.host_path);
       mount->set_container_path(edit.container_path);
       mount->set_read_only(edit.read_only);
       break;
     }
-    case runtime::EditKind::kDeviceNode: {
+    case GPUSTACK_EDIT_DEVICE_NODE: {
       auto* device = out.add_devices();
       device->set_host_path(edit.host_path);
       device->set_container_path(edit.container_path.empty() ? edit.host_path
@@ -41,11 +41,13 @@ void AddEdit(const runtime::ContainerEdit& edit, v1beta1::ContainerAllocateRespo
       device->set_permissions(edit.permissions.empty() ? "rw" : edit.permissions);
       break;
     }
-    case runtime::EditKind::kAnnotation:
+    case GPUSTACK_EDIT_ANNOTATION:
       (*out.mutable_annotations())[edit.key] = edit.value;
       break;
-    case runtime::EditKind::kCdiDevice:
+    case GPUSTACK_EDIT_CDI_DEVICE:
       out.add_cdi_devices()->set_name(edit.value.empty() ? edit.key : edit.value);
+      break;
+    default:  // the SDK client refuses kinds it does not know
       break;
   }
 }
@@ -59,8 +61,8 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
   grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                       v1beta1::DevicePluginOptions* out) override {
     // Partitions and visibility are counts: no preference to give.
-    out->set_get_preferred_allocation_available(resource_.family != ResourceFamily::kPartitioned &&
-                                                resource_.family != ResourceFamily::kVisibility);
+    out->set_get_preferred_allocation_available(resource_.mode != ledger::Mode::kPartitioned &&
+                                                resource_.mode != ledger::Mode::kNone);
     return grpc::Status::OK;
   }
 
@@ -76,7 +78,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         auto* device = response.add_devices();
         device->set_id(t.id);
         device->set_health(t.healthy ? kHealthy : kUnhealthy);
-        if (t.numa >= 0 && resource_.family != ResourceFamily::kPartitioned) {
+        if (t.numa >= 0 && resource_.mode != ledger::Mode::kPartitioned) {
           device->mutable_topology()->add_nodes()->set_id(t.numa);
         }
       }
@@ -113,7 +115,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         return ToGrpc(result.failure());
       }
       auto* response = out->add_container_responses();
-      for (const runtime::ContainerEdit& edit : result->edits) AddEdit(edit, *response);
+      for (const sdk::ContainerEdit& edit : result->edits) AddEdit(edit, *response);
     }
     return grpc::Status::OK;
   }
@@ -253,8 +255,7 @@ void KubeletFrontEnd::Serve() {
         request.set_endpoint(SocketName(resource.name));
         request.set_resource_name(resource.name);
         request.mutable_options()->set_get_preferred_allocation_available(
-            resource.family != ResourceFamily::kPartitioned &&
-            resource.family != ResourceFamily::kVisibility);
+            resource.mode != ledger::Mode::kPartitioned && resource.mode != ledger::Mode::kNone);
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
         v1beta1::Empty empty;

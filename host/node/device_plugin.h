@@ -1,7 +1,7 @@
-// The kubelet front end (reference §6.1, cpp-stack §1): one v1beta1 DevicePlugin server per
-// resource on its own unix socket in the kubelet's device-plugin directory, registered with the
-// kubelet, re-served and re-registered whenever the kubelet restarts (it unlinks every socket in
-// that directory). Every decision is the Allocator's; this file only translates.
+// The kubelet front end (docs/behaviour.md §6.1, docs/kubelet-api.md §1): one v1beta1 DevicePlugin
+// server per resource on its own unix socket in the kubelet's device-plugin directory, registered
+// with the kubelet, re-served and re-registered whenever the kubelet restarts (it unlinks every
+// socket in that directory). Every decision is the Allocator's; this file only translates.
 #ifndef GPUSTACK_HOST_NODE_DEVICE_PLUGIN_H_
 #define GPUSTACK_HOST_NODE_DEVICE_PLUGIN_H_
 

@@ -32,31 +32,31 @@ std::string Number(double value) {
 struct Family {
   const char* name;
   const char* help;
-  runtime::Figure runtime::DeviceSample::*figure;
+  sdk::Measurement sdk::DeviceSample::*figure;
 };
 
 constexpr Family kFamilies[] = {
     {"gpustack_instance_accelerator_memory_total_mib", "Memory of the accelerator, MiB.",
-     &runtime::DeviceSample::memory_total_mib},
+     &sdk::DeviceSample::memory_total_mib},
     {"gpustack_instance_accelerator_memory_used_mib", "Memory in use on the accelerator, MiB.",
-     &runtime::DeviceSample::memory_used_mib},
+     &sdk::DeviceSample::memory_used_mib},
     {"gpustack_instance_accelerator_memory_utilization_percent",
      "Memory controller utilization of the accelerator, percent.",
-     &runtime::DeviceSample::memory_utilization_percent},
+     &sdk::DeviceSample::memory_utilization_percent},
     {"gpustack_instance_accelerator_cores_utilization_percent",
      "Compute utilization of the accelerator, percent.",
-     &runtime::DeviceSample::cores_utilization_percent},
+     &sdk::DeviceSample::cores_utilization_percent},
     {"gpustack_instance_accelerator_temperature_celsius", "Temperature of the accelerator.",
-     &runtime::DeviceSample::temperature_celsius},
+     &sdk::DeviceSample::temperature_celsius},
     {"gpustack_instance_accelerator_power_usage_watts", "Power drawn by the accelerator, W.",
-     &runtime::DeviceSample::power_watts},
+     &sdk::DeviceSample::power_watts},
 };
 
 }  // namespace
 
 std::string RenderMetrics(const MetricsInput& input) {
   std::map<std::string, const runtime::CardSample*> samples;
-  for (const runtime::CardSample& c : input.round.cards) samples[c.sample.card_id] = &c;
+  for (const runtime::CardSample& c : input.round.cards) samples[c.sample.accelerator_id] = &c;
   std::ostringstream out;
   auto labels = [&](const Holder& h, const runtime::CardSample& c) {
     return "{namespace=\"" + Escape(h.ns) + "\",instance_name=\"" + Escape(h.pod) +
@@ -82,14 +82,14 @@ std::string RenderMetrics(const MetricsInput& input) {
     bool header = false;
     for (const Holder& h : input.holders) {
       auto it = samples.find(h.card_id);
-      if (it == samples.end() || it->second->sample.health == runtime::Health::kUnknown) continue;
+      if (it == samples.end() || it->second->sample.health == GPUSTACK_HEALTH_UNKNOWN) continue;
       if (!header) {
         out << "# HELP gpustack_instance_accelerator_unhealthy 1 when the accelerator is "
                "unhealthy.\n# TYPE gpustack_instance_accelerator_unhealthy gauge\n";
         header = true;
       }
       out << "gpustack_instance_accelerator_unhealthy" << labels(h, *it->second) << " "
-          << (it->second->sample.health == runtime::Health::kUnhealthy ? 1 : 0) << "\n";
+          << (it->second->sample.health == GPUSTACK_HEALTH_UNHEALTHY ? 1 : 0) << "\n";
     }
   }
   const bool ok = input.sampled && input.round.errors.empty();
@@ -103,7 +103,7 @@ std::string RenderMetrics(const MetricsInput& input) {
 nlohmann::json SnapshotJson(const MetricsInput& input) {
   nlohmann::json cards = nlohmann::json::array();
   for (const runtime::CardSample& c : input.round.cards) {
-    nlohmann::json card = {{"id", c.sample.card_id},
+    nlohmann::json card = {{"id", c.sample.accelerator_id},
                            {"index", c.index},
                            {"manufacturer", c.manufacturer},
                            {"product", c.product},

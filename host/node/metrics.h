@@ -1,6 +1,7 @@
-// The Prometheus exposition of the node daemon (reference §8.2): per accelerator held by a Pod,
-// the gauges of its card, labelled with the Pod (`instance_name`, never `instance`) and the card;
-// a figure the plugin could not measure is left out, never written as zero. Pure text rendering.
+// The Prometheus exposition of the node daemon (docs/behaviour.md §8.2): per accelerator held by a
+// Pod, the gauges of its card, labelled with the Pod (`instance_name`, never `instance`) and the
+// card; a figure the plugin could not measure is left out, never written as zero. Pure text
+// rendering.
 #ifndef GPUSTACK_HOST_NODE_METRICS_H_
 #define GPUSTACK_HOST_NODE_METRICS_H_
 

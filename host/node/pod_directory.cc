@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "host/common/logging.h"
+#include "host/ledger/allocated.h"
 #include "proto/podresources.grpc.pb.h"
 
 namespace gpustack::node {
@@ -60,8 +61,9 @@ std::optional<std::set<std::string>> KubePodDirectory::KubeletWaiting(const std:
 Status KubePodDirectory::Record(const Json& pod, const std::string& value) {
   const Json& m = pod["metadata"];
   // The uid makes the patch a precondition: a Pod recreated under the same name is not written.
-  Json patch = {{"metadata",
-                 {{"uid", m.value("uid", "")}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
+  Json patch = {
+      {"metadata",
+       {{"uid", m.value("uid", "")}, {"annotations", {{ledger::kAllocatedAnnotation, value}}}}}};
   auto patched = client_.Patch(kube::resources::Pods(), m.value("namespace", ""),
                                m.value("name", ""), kube::PatchType::kMerge, patch);
   if (!patched) return patched.failure();

@@ -70,7 +70,7 @@ Status Publisher::Publish(const runtime::NodeReport& report, const ledger::Devic
     if (!node) return Error{"cannot read node " + node_name_ + ": " + node.error()};
     node_uid_ = (*node)["metadata"].value("uid", "");
   }
-  // Node labels (§3.4): ours only, removed when no longer published.
+  // Node labels (docs/behaviour.md §3.4): ours only, removed when no longer published.
   Json labels = Json::object();
   for (const auto& [key, value] : runtime::DeviceLabels(spec)) labels[key] = value;
   if (labels != last_labels_) {

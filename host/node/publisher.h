@@ -1,7 +1,8 @@
-// What the node daemon tells the cluster (reference §2.1, §3.4): the node's `Devices` object
-// (spec = what the plugins found, status = the ledger, plus which plugins run and why not) and the
-// node labels of §3.4, all by server-side apply under the daemon's own field manager, so labels
-// it stops publishing are removed and nobody else's fields are touched. Writes only on change.
+// What the node daemon tells the cluster (docs/behaviour.md §2.1, §3.4): the node's `Devices`
+// object (spec = what the plugins found, status = the ledger, plus which plugins run and why not)
+// and the node labels of docs/behaviour.md §3.4, all by server-side apply under the daemon's own
+// field manager, so labels it stops publishing are removed and nobody else's fields are touched.
+// Writes only on change.
 #ifndef GPUSTACK_HOST_NODE_PUBLISHER_H_
 #define GPUSTACK_HOST_NODE_PUBLISHER_H_
 

@@ -10,34 +10,17 @@ namespace {
 
 using ledger::Mode;
 
-// The mode a family holds a card in; kNone for visibility, which holds nothing.
-Mode ModeOf(ResourceFamily family) {
-  switch (family) {
-    case ResourceFamily::kExclusive:
-      return Mode::kExclusive;
-    case ResourceFamily::kShared:
-      return Mode::kShared;
-    case ResourceFamily::kSliced:
-      return Mode::kSliced;
-    case ResourceFamily::kPartitioned:
-      return Mode::kPartitioned;
-    case ResourceFamily::kVisibility:
-      return Mode::kNone;
-  }
-  return Mode::kNone;
-}
-
-// How many tokens a card shows for a family, and whether it shows any at all.
-uint32_t TokenCount(const ledger::CardState& card, ResourceFamily family) {
+// How many tokens a card shows for a resource of `mode`.
+uint32_t TokenCount(const ledger::CardState& card, Mode mode) {
   const ledger::Accelerator& a = *card.card;
-  switch (family) {
-    case ResourceFamily::kExclusive:
+  switch (mode) {
+    case Mode::kExclusive:
       return a.partitioned() ? 0 : 1;
-    case ResourceFamily::kShared:
+    case Mode::kShared:
       return a.partitioned() ? 0 : ledger::kSharedSlots;
-    case ResourceFamily::kSliced:
+    case Mode::kSliced:
       return a.sliceable() ? a.logical_count : 0;
-    case ResourceFamily::kPartitioned: {
+    case Mode::kPartitioned: {
       if (!a.partitioned()) return 0;
       uint32_t most_free = 0;
       for (const ledger::PartitionProfile& p : a.profiles) {
@@ -45,7 +28,7 @@ uint32_t TokenCount(const ledger::CardState& card, ResourceFamily family) {
       }
       return static_cast<uint32_t>(card.partitions.size()) + most_free;
     }
-    case ResourceFamily::kVisibility:
+    case Mode::kNone:
       return kVisibilityTokensPerCard;
   }
   return 0;
@@ -53,55 +36,37 @@ uint32_t TokenCount(const ledger::CardState& card, ResourceFamily family) {
 
 }  // namespace
 
-std::string_view FamilyName(ResourceFamily family) {
-  switch (family) {
-    case ResourceFamily::kExclusive:
-      return "exclusive";
-    case ResourceFamily::kShared:
-      return "shared";
-    case ResourceFamily::kSliced:
-      return "sliced";
-    case ResourceFamily::kPartitioned:
-      return "partitioned";
-    case ResourceFamily::kVisibility:
-      return "visibility";
-  }
-  return "unknown";
-}
-
 std::vector<ServedResource> ResourcesOf(const runtime::PluginIdentity& identity,
-                                        const FamilySwitches& switches) {
-  const runtime::Capabilities& caps = identity.capabilities;
-  auto make = [&](std::string name, ResourceFamily family) {
+                                        const ModeSwitches& switches) {
+  auto make = [&](std::string name, Mode mode) {
     return ServedResource{std::move(name), identity.manufacturer, identity.base_resource_name,
-                          identity.partition_kind, family};
+                          identity.partition_kind, mode};
   };
   const std::string& base = identity.base_resource_name;
-  std::vector<ServedResource> served{make(base, ResourceFamily::kExclusive)};
-  if (caps.shared && switches.shared)
-    served.push_back(make(base + ".shared", ResourceFamily::kShared));
-  if (caps.sliced && switches.sliced)
-    served.push_back(make(base + ".sliced", ResourceFamily::kSliced));
-  if (caps.partitioned && switches.partitioned) {
-    served.push_back(make(base + ".partitioned", ResourceFamily::kPartitioned));
+  std::vector<ServedResource> served{make(base, Mode::kExclusive)};
+  if (identity.Has(GPUSTACK_CAP_SHARED) && switches.shared)
+    served.push_back(make(base + ".shared", Mode::kShared));
+  if (identity.Has(GPUSTACK_CAP_LOGICAL_SLICING) && switches.sliced)
+    served.push_back(make(base + ".sliced", Mode::kSliced));
+  if (identity.Has(GPUSTACK_CAP_PARTITIONING) && switches.partitioned) {
+    served.push_back(make(base + ".partitioned", Mode::kPartitioned));
   }
-  served.push_back(make("device.gpustack.ai/" + identity.manufacturer + ".visibility",
-                        ResourceFamily::kVisibility));
+  served.push_back(
+      make("device.gpustack.ai/" + identity.manufacturer + ".visibility", Mode::kNone));
   return served;
 }
 
 std::vector<Token> TokensOf(const ledger::NodeLedger& ledger, const ServedResource& resource) {
   std::vector<Token> tokens;
-  const Mode mode = ModeOf(resource.family);
+  const Mode mode = resource.mode;
   for (const ledger::CardState& card : ledger.cards()) {
     if (card.group->manufacturer != resource.manufacturer) continue;
-    const uint32_t count = TokenCount(card, resource.family);
+    const uint32_t count = TokenCount(card, mode);
     const bool other_mode = mode != Mode::kNone && card.mode != Mode::kNone && card.mode != mode;
     const bool healthy = !card.card->unhealthy && !other_mode;
     for (uint32_t n = 0; n < count; ++n) {
       tokens.push_back({TokenId(card.group->id, card.card->index, n), card.card->id,
-                        resource.family == ResourceFamily::kVisibility || healthy,
-                        card.card->topology.numa_affinity});
+                        resource.visibility() || healthy, card.card->topology.numa_affinity});
     }
   }
   return tokens;

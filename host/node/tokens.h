@@ -1,5 +1,6 @@
-// What the node advertises to the kubelet (reference §6.1): per manufacturer, one resource per
-// family its plugin offers, each a list of tokens with a health. Pure: a function of the ledger.
+// What the node advertises to the kubelet (docs/behaviour.md §6.1): per manufacturer, one resource
+// per sharing mode its plugin offers, each a list of tokens with a health. Pure: a function of the
+// ledger.
 //
 // Token ids are `<group>:<card index>:<n>` (at most 63 characters, the kubelet's limit, which a
 // card UUID would break). A card held in another mode keeps its tokens, reported Unhealthy, so
@@ -19,11 +20,8 @@
 
 namespace gpustack::node {
 
-enum class ResourceFamily { kExclusive, kShared, kSliced, kPartitioned, kVisibility };
-std::string_view FamilyName(ResourceFamily family);  // "sliced"
-
-// The family switches of the daemon (--no-shared, --no-sliced, --no-partitioned).
-struct FamilySwitches {
+// The mode switches of the daemon (--no-shared, --no-sliced, --no-partitioned).
+struct ModeSwitches {
   bool shared = true;
   bool sliced = true;
   bool partitioned = true;
@@ -34,17 +32,20 @@ struct ServedResource {
   std::string manufacturer;  // "nvidia"
   std::string base;          // "nvidia.com/gpu"
   std::string partition_kind;
-  ResourceFamily family = ResourceFamily::kExclusive;
+  // The mode this resource's cards are held in; kNone for the visibility resource, whose tokens
+  // show an SSH sidecar its Pod's cards and hold nothing.
+  ledger::Mode mode = ledger::Mode::kExclusive;
+  bool visibility() const { return mode == ledger::Mode::kNone; }
   bool operator==(const ServedResource&) const = default;
 };
 
 // SSH sidecars see their owner's cards through this many tokens per card.
 inline constexpr uint32_t kVisibilityTokensPerCard = 512;
 
-// The resources a plugin serves: its base name always, the families its capabilities and the
+// The resources a plugin serves: its base name always, the modes its capabilities and the
 // switches allow, and device.gpustack.ai/<manufacturer>.visibility.
 std::vector<ServedResource> ResourcesOf(const runtime::PluginIdentity& identity,
-                                        const FamilySwitches& switches);
+                                        const ModeSwitches& switches);
 
 struct Token {
   std::string id;

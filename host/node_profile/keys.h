@@ -1,5 +1,5 @@
-// The names a node's hardware is grouped under (reference §3.3, §3.4): the CPU key (gKey), the
-// accelerator group id and key (aKey), and the nominal VRAM size labels and pools use. Pure.
+// The names a node's hardware is grouped under (docs/behaviour.md §3.3, §3.4): the CPU key (gKey),
+// the accelerator group id and key (aKey), and the nominal VRAM size labels and pools use. Pure.
 #ifndef GPUSTACK_HOST_NODE_PROFILE_KEYS_H_
 #define GPUSTACK_HOST_NODE_PROFILE_KEYS_H_
 

@@ -8,20 +8,11 @@
 #include <variant>
 
 #include "host/common/base64.h"
+#include "host/common/json_path.h"
+#include "host/kube/quantity.h"
 
 namespace gpustack::op {
 namespace {
-
-const Json* ObjectAt(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* step : path) {
-    if (!at->is_object()) return nullptr;
-    auto it = at->find(step);
-    if (it == at->end()) return nullptr;
-    at = &*it;
-  }
-  return at->is_object() ? at : nullptr;
-}
 
 std::vector<ledger::ResourceKind> KindsOf(const ManufacturerTable& table) {
   std::vector<ledger::ResourceKind> kinds;
@@ -29,8 +20,8 @@ std::vector<ledger::ResourceKind> KindsOf(const ManufacturerTable& table) {
   return kinds;
 }
 
-// The affinities a request implies: shared N >= 2 needs N free slots on one card (decision 1),
-// a slice of U units a card with U free units.
+// The affinities a request implies: shared N >= 2 needs N free slots on one card (docs/decisions.md
+// D1), a slice of U units a card with U free units.
 struct FitNeeds {
   int64_t shared_slots = 0;
   int64_t sliced_units = 0;
@@ -38,9 +29,9 @@ struct FitNeeds {
 FitNeeds NeedsOf(const std::vector<ledger::ContainerRequest>& requests) {
   FitNeeds needs;
   for (const auto& r : requests) {
-    if (r.request.family == ledger::Family::kShared)
+    if (r.request.mode == ledger::Mode::kShared)
       needs.shared_slots = std::max<int64_t>(needs.shared_slots, r.request.count);
-    if (r.request.family == ledger::Family::kSliced)
+    if (r.request.mode == ledger::Mode::kSliced)
       needs.sliced_units = std::max(needs.sliced_units, r.request.units);
   }
   return needs;
@@ -70,10 +61,10 @@ std::string ManufacturerOf(const Json& instance_type, const ManufacturerTable& t
 // The derived keys of one request, as the container must carry them.
 std::map<std::string, std::string> DerivedKeys(const ledger::Request& r) {
   std::map<std::string, std::string> keys;
-  if (r.family == ledger::Family::kSliced) {
+  if (r.mode == ledger::Mode::kSliced) {
     keys[r.base + ".sliced.units"] = std::to_string(r.units);
     keys[r.base + ".sliced.cores-percentage"] = std::to_string(r.cores_percentage);
-  } else if (r.family == ledger::Family::kPartitioned) {
+  } else if (r.mode == ledger::Mode::kPartitioned) {
     keys[r.base + ".partitioned.units"] = std::to_string(r.units);
   }
   return keys;
@@ -81,7 +72,7 @@ std::map<std::string, std::string> DerivedKeys(const ledger::Request& r) {
 
 // Whether a quantity the apiserver holds ("320k", canonical) is `value` ("320000").
 bool SameQuantity(const Json& have, const std::string& value) {
-  auto a = MilliQuantity(have), b = MilliQuantity(Json(value));
+  auto a = kube::MilliOf(have), b = kube::MilliOf(Json(value));
   return a && b && *a == *b;
 }
 
@@ -110,14 +101,14 @@ std::optional<Verdict> VendorConstraints(const std::vector<ledger::ContainerRequ
                    : std::string("spec");
     }();
     const std::string& base = r.request.base;
-    if (m->second.one_card_per_container && r.request.family == ledger::Family::kExclusive &&
+    if (m->second.one_card_per_container && r.request.mode == ledger::Mode::kExclusive &&
         r.request.count > 1) {
       return Deny(403, where + ".resources.limits[" + base + "]: Invalid value: \"" +
                            std::to_string(r.request.count) + "\": a container takes at most one " +
                            m->first + " card (its plugin, " + m->second.origin + ", says so)");
     }
     const uint32_t min = m->second.min_slice_memory_percentage;
-    if (min > 0 && r.request.family == ledger::Family::kSliced) {
+    if (min > 0 && r.request.mode == ledger::Mode::kSliced) {
       // A slice given in MiB is measured by its units: P % of a card is P x 16,000.
       const int64_t percent_x1000 = r.request.memory_percentage > 0
                                         ? int64_t{r.request.memory_percentage} * 1000
@@ -151,7 +142,8 @@ std::variant<PodFacts, Verdict> ReadPod(const AdmissionRequest& request,
     return Verdict{};
   PodFacts facts;
   facts.queue = StringAt(request.object, {"metadata", "labels", kQueueNameLabel});
-  if (facts.queue.empty()) return Verdict{};  // not queued: no rule, no fold (§4.1)
+  if (facts.queue.empty())
+    return Verdict{};  // not queued: no rule, no fold (docs/behaviour.md §4.1)
   if (view.instance_type_by_entrance)
     facts.instance_type = view.instance_type_by_entrance(facts.queue);
   auto parsed = ledger::ParsePodRequests(request.object, KindsOf(view.manufacturers),
@@ -194,17 +186,6 @@ bool QuotaReserved(const Json& workload) {
 }
 
 }  // namespace
-
-std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* step : path) {
-    if (!at->is_object()) return {};
-    auto it = at->find(step);
-    if (it == at->end()) return {};
-    at = &*it;
-  }
-  return at->is_string() ? at->get<std::string>() : std::string();
-}
 
 Verdict Deny(int code, std::string message) {
   Verdict v;
@@ -533,7 +514,7 @@ Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionVie
     return Deny(400, "spec.unitResources.cpu: Invalid value: \"" + cpu +
                          "\": must be a whole number of cores, without a unit (e.g. 8)");
   if (!unit->contains("ram")) return Deny(400, "spec.unitResources.ram: Required value");
-  auto ram = MilliQuantity((*unit)["ram"]);
+  auto ram = kube::MilliOf((*unit)["ram"]);
   if (!ram || *ram <= 0)
     return Deny(400, "spec.unitResources.ram: Invalid value: " + Quoted((*unit)["ram"]) +
                          ": must be a positive quantity (e.g. 64Gi)");
@@ -556,35 +537,11 @@ Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionVie
 namespace gpustack::op {
 namespace {
 
-// The whole number a quantity holds ("2", 2, "2000m"); nothing when it is not one.
-std::optional<int64_t> WholeQuantity(const Json& value) {
-  auto milli = MilliQuantity(value);
-  if (!milli || *milli % 1000 != 0) return std::nullopt;
-  return *milli / 1000;
-}
-
-std::string MilliText(int64_t milli) {
-  return milli % 1000 == 0 ? std::to_string(milli / 1000) : std::to_string(milli) + "m";
-}
-
-// A memory quantity in bytes, written back as Mi (or Gi when whole).
-std::string BytesText(int64_t bytes) {
-  constexpr int64_t kMi = 1 << 20, kGi = int64_t{1} << 30;
-  if (bytes % kGi == 0) return std::to_string(bytes / kGi) + "Gi";
-  return std::to_string((bytes + kMi - 1) / kMi) + "Mi";
-}
-
-int64_t NumberAt(const Json& object, std::initializer_list<const char*> path) {
-  const Json* at = &object;
-  for (const char* step : path) {
-    if (!at->is_object()) return 0;
-    auto it = at->find(step);
-    if (it == at->end()) return 0;
-    at = &*it;
-  }
-  if (at->is_number_integer()) return at->get<int64_t>();
-  if (auto whole = WholeQuantity(*at)) return *whole;
-  return 0;
+// The whole number at `path` (an integer or a quantity); 0 when there is none.
+int64_t NumberAt(const Json& object, JsonPath path) {
+  const Json& at = JsonAt(object, path);
+  if (at.is_number_integer()) return at.get<int64_t>();
+  return kube::WholeOf(at).value_or(0);
 }
 
 struct InstanceAsk {
@@ -614,7 +571,7 @@ InstanceAsk AskOf(const Json& resources) {
   InstanceAsk ask;
   if (resources.contains("accelerator")) {
     ask.accelerator_given = true;
-    ask.accelerator = WholeQuantity(resources["accelerator"]).value_or(-1);
+    ask.accelerator = kube::WholeOf(resources["accelerator"]).value_or(-1);
   }
   ask.memory_percentage = resources.value("acceleratorSlicedMemoryPercentage", int64_t{0});
   ask.cores_percentage = resources.value("acceleratorSlicedCoresPercentage", int64_t{0});
@@ -658,16 +615,16 @@ Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& vie
     ask.accelerator = 1;
   }
   if (ask.memory_percentage > 0 && ask.cores_percentage == 0)
-    resources["acceleratorSlicedCoresPercentage"] = 100;  // decision 6
+    resources["acceleratorSlicedCoresPercentage"] = 100;  // docs/decisions.md D6
   const Json unit = (*type)["spec"].value("unitResources", Json::object());
   const int64_t share = accelerated ? UnitShareMilli(ask, *type) : 1000;
   if (!resources.contains("cpu")) {
-    if (auto cpu = MilliQuantity(unit.value("cpu", Json())))
-      resources["cpu"] = MilliText(std::max<int64_t>(1, *cpu * share / 1000));
+    if (auto cpu = kube::MilliOf(unit.value("cpu", Json())))
+      resources["cpu"] = kube::FormatMilli(std::max<int64_t>(1, *cpu * share / 1000));
   }
   if (!resources.contains("ram")) {
-    if (auto ram = MilliQuantity(unit.value("ram", Json())))
-      resources["ram"] = BytesText(*ram / 1000 * share / 1000);
+    if (auto ram = kube::MilliOf(unit.value("ram", Json())))
+      resources["ram"] = kube::FormatBytes(*ram / 1000 * share / 1000);
   }
   Verdict verdict;
   if (resources != before)
@@ -675,164 +632,240 @@ Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& vie
   return verdict;
 }
 
-Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& view) {
-  if (request.kind != "Instance" || !request.object.is_object()) return Verdict{};
-  if (request.operation != "CREATE" && request.operation != "UPDATE") return Verdict{};
-  const Json& object = request.object;
-  if (!StringAt(object, {"metadata", "deletionTimestamp"}).empty()) return Verdict{};
-  const Json* spec = ObjectAt(object, {"spec"});
-  if (spec == nullptr) return Deny(400, "spec: Required value");
-  const Json* old_spec =
-      request.operation == "UPDATE" ? ObjectAt(request.old_object, {"spec"}) : nullptr;
+namespace {
 
-  // What a running Instance may not change, and when it may start.
-  if (old_spec != nullptr) {
-    const bool was_stopped = old_spec->value("stop", false);
-    if (!was_stopped) {
-      for (const char* field : kTemplateFields) {
-        if (spec->value(field, Json()) != old_spec->value(field, Json())) {
-          return Deny(403, std::string("spec.") + field +
-                               ": Forbidden: stop the Instance first (spec.stop: true); a "
-                               "running Instance's " +
-                               field + " cannot change");
-        }
-      }
-    }
-    if (was_stopped && !spec->value("stop", false)) {
-      const std::string phase = StringAt(request.old_object, {"status", "phase"});
-      if (phase != "Stopped")
-        return Deny(403, "spec.stop: Forbidden: the Instance is " +
-                             (phase.empty() ? std::string("not Stopped yet") : phase) +
-                             "; it can start again once its phase is Stopped");
+// What the Instance rules read of one request.
+struct InstanceCase {
+  const AdmissionView& view;
+  const Json& object;
+  const Json& spec;
+  const Json* old_spec;  // on UPDATE
+  const Json* old_object;
+  // Known once the type is looked up (the resource rules only).
+  std::string type_name{};
+  const Json* type = nullptr;
+  Json resources{};
+  InstanceAsk ask{};
+  bool accelerated = false;
+  std::string manufacturer{};  // of the type's cards
+  const Manufacturer* vendor = nullptr;
+};
+using InstanceRule = std::optional<Verdict> (*)(const InstanceCase&);
+
+// A running Instance's Pod template is fixed: it stops before it changes.
+std::optional<Verdict> RunningTemplateIsFixed(const InstanceCase& c) {
+  if (c.old_spec == nullptr || c.old_spec->value("stop", false)) return std::nullopt;
+  for (const char* field : kTemplateFields) {
+    if (c.spec.value(field, Json()) != c.old_spec->value(field, Json())) {
+      return Deny(403, std::string("spec.") + field +
+                           ": Forbidden: stop the Instance first (spec.stop: true); a running "
+                           "Instance's " +
+                           field + " cannot change");
     }
   }
-  if (spec->value("privileged", false) && !view.settings.instance_privileged_allowed &&
-      !(old_spec != nullptr && old_spec->value("privileged", false)))
-    return Deny(403,
-                "spec.privileged: Forbidden: privileged Instances are not allowed here (an "
-                "administrator can allow them with the setting instance-privileged-allowed)");
-  const Json volumes = spec->value("additionalVolumes", Json::array());
-  for (size_t i = 0; volumes.is_array() && i < volumes.size(); ++i) {
-    if (volumes[i].is_object() && volumes[i].contains("hostPath") &&
-        !view.settings.instance_host_path_volume_allowed)
+  return std::nullopt;
+}
+
+// A stopped Instance starts again only once it has stopped.
+std::optional<Verdict> StartsOnlyWhenStopped(const InstanceCase& c) {
+  if (c.old_spec == nullptr || !c.old_spec->value("stop", false) || c.spec.value("stop", false))
+    return std::nullopt;
+  const std::string phase = StringAt(*c.old_object, {"status", "phase"});
+  if (phase == "Stopped") return std::nullopt;
+  return Deny(403, "spec.stop: Forbidden: the Instance is " +
+                       (phase.empty() ? std::string("not Stopped yet") : phase) +
+                       "; it can start again once its phase is Stopped");
+}
+
+std::optional<Verdict> PrivilegedNeedsTheSetting(const InstanceCase& c) {
+  if (!c.spec.value("privileged", false) || c.view.settings.instance_privileged_allowed ||
+      (c.old_spec != nullptr && c.old_spec->value("privileged", false)))
+    return std::nullopt;
+  return Deny(403,
+              "spec.privileged: Forbidden: privileged Instances are not allowed here (an "
+              "administrator can allow them with the setting instance-privileged-allowed)");
+}
+
+std::optional<Verdict> HostPathsNeedTheSetting(const InstanceCase& c) {
+  const Json& volumes = JsonAt(c.spec, {"additionalVolumes"});
+  if (!volumes.is_array() || c.view.settings.instance_host_path_volume_allowed) return std::nullopt;
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    if (volumes[i].is_object() && volumes[i].contains("hostPath"))
       return Deny(403, "spec.additionalVolumes[" + std::to_string(i) +
                            "].hostPath: Forbidden: host paths are not allowed here (an "
                            "administrator can allow them with the setting "
                            "instance-host-path-volume-allowed)");
   }
-  // The resources are judged when a grant is taken: at creation, at a change, at a start.
-  const bool judged = old_spec == nullptr ||
-                      spec->value("type", Json()) != old_spec->value("type", Json()) ||
-                      spec->value("resources", Json()) != old_spec->value("resources", Json()) ||
-                      (old_spec->value("stop", false) && !spec->value("stop", false));
-  if (!judged) return Verdict{};
-  const std::string type_name = spec->value("type", "");
-  auto type = view.instance_type_by_name ? view.instance_type_by_name(type_name) : nullptr;
+  return std::nullopt;
+}
+
+std::optional<Verdict> CardsAreWholeNumbers(const InstanceCase& c) {
+  if (c.ask.accelerator >= 0) return std::nullopt;
+  return Deny(400, "spec.resources.accelerator: Invalid value: " +
+                       c.resources["accelerator"].dump() + ": must be a whole number of cards");
+}
+
+std::optional<Verdict> CpuOnlyTypesTakeNoCard(const InstanceCase& c) {
+  const bool asks_card =
+      c.ask.accelerator > 0 || c.ask.memory_percentage > 0 || !c.ask.profile.empty();
+  if (c.accelerated || !asks_card) return std::nullopt;
+  return Deny(
+      403, "spec.resources.accelerator: Forbidden: InstanceType " + c.type_name + " is CPU-only");
+}
+
+std::optional<Verdict> PartitionOrSliceNotBoth(const InstanceCase& c) {
+  if (c.ask.profile.empty() || c.ask.memory_percentage == 0) return std::nullopt;
+  return Deny(403,
+              "spec.resources: Forbidden: a hardware partition and a logical slice percentage are "
+              "mutually exclusive");
+}
+
+std::optional<Verdict> ASliceIsOneCard(const InstanceCase& c) {
+  if ((c.ask.profile.empty() && c.ask.memory_percentage == 0) || c.ask.accelerator == 1)
+    return std::nullopt;
+  return Deny(400,
+              "spec.resources.accelerator: Invalid value: " + std::to_string(c.ask.accelerator) +
+                  ": a slice or a partition is always exactly 1 accelerator");
+}
+
+std::optional<Verdict> TheProfileIsOffered(const InstanceCase& c) {
+  if (!c.accelerated || c.ask.profile.empty()) return std::nullopt;
+  if (c.vendor != nullptr && c.vendor->partition_kind.empty())
+    return Deny(403, "spec.resources.acceleratorPartitionedProfile: Forbidden: " + c.manufacturer +
+                         " cards cannot be partitioned");
+  std::string offered;
+  for (const ledger::PartitionProfile& p : FoldContextOf(c.type).offered_profiles) {
+    if (p.name == c.ask.profile) return std::nullopt;
+    offered += (offered.empty() ? "" : " ") + p.name;
+  }
+  return Deny(400, "spec.resources.acceleratorPartitionedProfile: Unsupported value: \"" +
+                       c.ask.profile + "\": InstanceType " + c.type_name + " offers [" + offered +
+                       "]");
+}
+
+// The vendor's own limits (ABI 1.2), as for a Pod.
+std::optional<Verdict> TheVendorsLimits(const InstanceCase& c) {
+  if (!c.accelerated || c.vendor == nullptr) return std::nullopt;
+  const uint32_t min = c.vendor->min_slice_memory_percentage;
+  if (c.ask.memory_percentage > 0 && c.ask.memory_percentage < min)
+    return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Invalid value: " +
+                         std::to_string(c.ask.memory_percentage) + ": " + c.manufacturer +
+                         " cards take slices of at least " + std::to_string(min) +
+                         " % of their memory (its plugin says so)");
+  if (c.vendor->one_card_per_container && c.ask.accelerator > 1)
+    return Deny(403, "spec.resources.accelerator: Invalid value: " +
+                         std::to_string(c.ask.accelerator) + ": an Instance takes at most one " +
+                         c.manufacturer + " card (its plugin says so)");
+  return std::nullopt;
+}
+
+std::optional<Verdict> SlicesAreOffered(const InstanceCase& c) {
+  if (!c.accelerated || c.ask.memory_percentage == 0 ||
+      NumberAt(*c.type, {"status", "detail", "slicedDetail", "logical", "count"}) != 0)
+    return std::nullopt;
+  const bool partitioned =
+      NumberAt(*c.type, {"status", "detail", "slicedDetail", "physical", "count"}) > 0;
+  return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Forbidden: InstanceType " +
+                       c.type_name + " has no card that takes logical slices" +
+                       (partitioned ? "; its cards are partitioned: ask for "
+                                      "acceleratorPartitionedProfile instead"
+                                    : ""));
+}
+
+std::optional<Verdict> NoMoreCardsThanThePoolHas(const InstanceCase& c) {
+  if (!c.accelerated || !c.ask.profile.empty() || c.ask.memory_percentage != 0) return std::nullopt;
+  const int64_t capacity = NumberAt(*c.type, {"status", "accelerator", "capacity"});
+  if (c.ask.accelerator <= capacity) return std::nullopt;
+  return Deny(403,
+              "spec.resources.accelerator: Invalid value: " + std::to_string(c.ask.accelerator) +
+                  ": InstanceType " + c.type_name + " has " + std::to_string(capacity) +
+                  " whole card(s) in all (an Instance waits while they are busy, never for "
+                  "more than there are)");
+}
+
+std::optional<Verdict> RamFitsTheUnit(const InstanceCase& c) {
+  if (!c.resources.contains("ram")) return std::nullopt;
+  const Json& unit_ram = JsonAt(*c.type, {"spec", "unitResources", "ram"});
+  auto ram = kube::MilliOf(c.resources["ram"]);
+  auto limit = kube::MilliOf(unit_ram);
+  const int64_t count = c.accelerated ? std::max<int64_t>(1, c.ask.accelerator) : 1;
+  if (!ram) return Deny(400, "spec.resources.ram: Invalid value: must be a quantity");
+  if (!limit || *ram <= *limit * count) return std::nullopt;
+  return Deny(403, "spec.resources.ram: Invalid value: " + c.resources["ram"].dump() +
+                       ": at most " + (unit_ram.is_string() ? unit_ram.get<std::string>() : "") +
+                       " x " + std::to_string(count) + " on InstanceType " + c.type_name);
+}
+
+std::optional<Verdict> StorageFitsTheType(const InstanceCase& c) {
+  if (!c.resources.contains("localStorage")) return std::nullopt;
+  const Json& type_storage = JsonAt(*c.type, {"spec", "localStorage"});
+  auto storage = kube::MilliOf(c.resources["localStorage"]);
+  auto limit = kube::MilliOf(type_storage);
+  if (!storage) return Deny(400, "spec.resources.localStorage: Invalid value: must be a quantity");
+  if (!limit || *storage <= *limit) return std::nullopt;
+  return Deny(403,
+              "spec.resources.localStorage: Invalid value: " + c.resources["localStorage"].dump() +
+                  ": at most " + (type_storage.is_string() ? type_storage.get<std::string>() : "") +
+                  " on InstanceType " + c.type_name);
+}
+
+std::optional<Verdict> CpuFitsACpuOnlyType(const InstanceCase& c) {
+  if (c.accelerated || !c.resources.contains("cpu")) return std::nullopt;
+  auto cpu = kube::MilliOf(c.resources["cpu"]);
+  const int64_t capacity = NumberAt(*c.type, {"status", "cpu", "capacity"});
+  if (!cpu) return Deny(400, "spec.resources.cpu: Invalid value: must be a quantity");
+  if (*cpu <= capacity * 1000) return std::nullopt;
+  return Deny(403, "spec.resources.cpu: Invalid value: " + c.resources["cpu"].dump() +
+                       ": InstanceType " + c.type_name + " has " + std::to_string(capacity) +
+                       " cores in all");
+}
+
+// Every create and update: what a running Instance may not do, and what the settings allow.
+constexpr InstanceRule kLifecycleRules[] = {&RunningTemplateIsFixed, &StartsOnlyWhenStopped,
+                                            &PrivilegedNeedsTheSetting, &HostPathsNeedTheSetting};
+// When a grant is taken (a create, a change of type or resources, a start): the resources must
+// make sense on the type's pool, refused at admission rather than left Pending.
+constexpr InstanceRule kResourceRules[] = {
+    &CardsAreWholeNumbers, &CpuOnlyTypesTakeNoCard,    &PartitionOrSliceNotBoth,
+    &ASliceIsOneCard,      &TheProfileIsOffered,       &TheVendorsLimits,
+    &SlicesAreOffered,     &NoMoreCardsThanThePoolHas, &RamFitsTheUnit,
+    &StorageFitsTheType,   &CpuFitsACpuOnlyType};
+
+bool TakesAGrant(const InstanceCase& c) {
+  return c.old_spec == nullptr ||
+         c.spec.value("type", Json()) != c.old_spec->value("type", Json()) ||
+         c.spec.value("resources", Json()) != c.old_spec->value("resources", Json()) ||
+         (c.old_spec->value("stop", false) && !c.spec.value("stop", false));
+}
+
+}  // namespace
+
+Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& view) {
+  if (request.kind != "Instance" || !request.object.is_object()) return Verdict{};
+  if (request.operation != "CREATE" && request.operation != "UPDATE") return Verdict{};
+  if (!StringAt(request.object, {"metadata", "deletionTimestamp"}).empty()) return Verdict{};
+  const Json* spec = ObjectAt(request.object, {"spec"});
+  if (spec == nullptr) return Deny(400, "spec: Required value");
+  InstanceCase c{view, request.object, *spec,
+                 request.operation == "UPDATE" ? ObjectAt(request.old_object, {"spec"}) : nullptr,
+                 &request.old_object};
+  for (InstanceRule rule : kLifecycleRules)
+    if (auto denied = rule(c)) return *denied;
+  if (!TakesAGrant(c)) return Verdict{};
+  c.type_name = spec->value("type", "");
+  auto type = view.instance_type_by_name ? view.instance_type_by_name(c.type_name) : nullptr;
   if (!type)
-    return Deny(400, "spec.type: Not found: \"" + type_name +
+    return Deny(400, "spec.type: Not found: \"" + c.type_name +
                          "\": no such InstanceType (kubectl get instancetypes)");
-  const Json resources = spec->value("resources", Json::object());
-  const InstanceAsk ask = AskOf(resources);
-  const Json& t = *type;
-  const bool accelerated = t["spec"].value("acceleratable", false);
-  const bool asks_card = ask.accelerator > 0 || ask.memory_percentage > 0 || !ask.profile.empty();
-  if (ask.accelerator < 0)
-    return Deny(400, "spec.resources.accelerator: Invalid value: " +
-                         resources["accelerator"].dump() + ": must be a whole number of cards");
-  if (!accelerated && asks_card)
-    return Deny(
-        403, "spec.resources.accelerator: Forbidden: InstanceType " + type_name + " is CPU-only");
-  if (!ask.profile.empty() && ask.memory_percentage > 0)
-    return Deny(403,
-                "spec.resources: Forbidden: a hardware partition and a logical slice "
-                "percentage are mutually exclusive");
-  if ((!ask.profile.empty() || ask.memory_percentage > 0) && ask.accelerator != 1)
-    return Deny(400,
-                "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
-                    ": a slice or a partition is always exactly 1 accelerator");
-  if (accelerated && !ask.profile.empty()) {
-    const std::string manufacturer = ManufacturerOf(t, view.manufacturers);
-    auto m = view.manufacturers.find(manufacturer);
-    if (m != view.manufacturers.end() && m->second.partition_kind.empty())
-      return Deny(403, "spec.resources.acceleratorPartitionedProfile: Forbidden: " + manufacturer +
-                           " cards cannot be partitioned");
-    const ledger::FoldContext fold = FoldContextOf(&t);
-    std::string offered;
-    bool found = false;
-    for (const ledger::PartitionProfile& p : fold.offered_profiles) {
-      offered += (offered.empty() ? "" : " ") + p.name;
-      found |= p.name == ask.profile;
-    }
-    if (!found)
-      return Deny(400, "spec.resources.acceleratorPartitionedProfile: Unsupported value: \"" +
-                           ask.profile + "\": InstanceType " + type_name + " offers [" + offered +
-                           "]");
-  }
-  if (accelerated) {
-    // The vendor's own limits (ABI 1.2), as for a Pod.
-    auto m = view.manufacturers.find(ManufacturerOf(t, view.manufacturers));
-    if (m != view.manufacturers.end()) {
-      const uint32_t min = m->second.min_slice_memory_percentage;
-      if (ask.memory_percentage > 0 && ask.memory_percentage < min)
-        return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Invalid value: " +
-                             std::to_string(ask.memory_percentage) + ": " + m->first +
-                             " cards take slices of at least " + std::to_string(min) +
-                             " % of their memory (its plugin says so)");
-      if (m->second.one_card_per_container && ask.accelerator > 1)
-        return Deny(
-            403, "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
-                     ": an Instance takes at most one " + m->first + " card (its plugin says so)");
-    }
-  }
-  if (accelerated && ask.memory_percentage > 0 &&
-      NumberAt(t, {"status", "detail", "slicedDetail", "logical", "count"}) == 0) {
-    const bool partitioned =
-        NumberAt(t, {"status", "detail", "slicedDetail", "physical", "count"}) > 0;
-    return Deny(403, "spec.resources.acceleratorSlicedMemoryPercentage: Forbidden: InstanceType " +
-                         type_name + " has no card that takes logical slices" +
-                         (partitioned ? "; its cards are partitioned: ask for "
-                                        "acceleratorPartitionedProfile instead"
-                                      : ""));
-  }
-  if (accelerated && ask.profile.empty() && ask.memory_percentage == 0) {
-    const int64_t capacity = NumberAt(t, {"status", "accelerator", "capacity"});
-    if (ask.accelerator > capacity)
-      return Deny(403,
-                  "spec.resources.accelerator: Invalid value: " + std::to_string(ask.accelerator) +
-                      ": InstanceType " + type_name + " has " + std::to_string(capacity) +
-                      " whole card(s) in all (an Instance waits while they are busy, never "
-                      "for more than there are)");
-  }
-  const Json unit = t["spec"].value("unitResources", Json::object());
-  if (resources.contains("ram")) {
-    auto ram = MilliQuantity(resources["ram"]);
-    auto unit_ram = MilliQuantity(unit.value("ram", Json()));
-    const int64_t count = accelerated ? std::max<int64_t>(1, ask.accelerator) : 1;
-    if (!ram) return Deny(400, "spec.resources.ram: Invalid value: must be a quantity");
-    if (unit_ram && *ram > *unit_ram * count)
-      return Deny(403, "spec.resources.ram: Invalid value: " + resources["ram"].dump() +
-                           ": at most " + unit.value("ram", "") + " x " + std::to_string(count) +
-                           " on InstanceType " + type_name);
-  }
-  if (resources.contains("localStorage")) {
-    auto storage = MilliQuantity(resources["localStorage"]);
-    auto limit = MilliQuantity(t["spec"].value("localStorage", Json()));
-    if (!storage)
-      return Deny(400, "spec.resources.localStorage: Invalid value: must be a quantity");
-    if (limit && *storage > *limit)
-      return Deny(403, "spec.resources.localStorage: Invalid value: " +
-                           resources["localStorage"].dump() + ": at most " +
-                           t["spec"].value("localStorage", "") + " on InstanceType " + type_name);
-  }
-  if (!accelerated && resources.contains("cpu")) {
-    auto cpu = MilliQuantity(resources["cpu"]);
-    const int64_t capacity = NumberAt(t, {"status", "cpu", "capacity"});
-    if (!cpu) return Deny(400, "spec.resources.cpu: Invalid value: must be a quantity");
-    if (*cpu > capacity * 1000)
-      return Deny(403, "spec.resources.cpu: Invalid value: " + resources["cpu"].dump() +
-                           ": InstanceType " + type_name + " has " + std::to_string(capacity) +
-                           " cores in all");
-  }
+  c.type = type.get();
+  c.resources = spec->value("resources", Json::object());
+  c.ask = AskOf(c.resources);
+  c.accelerated = JsonAt(*type, {"spec", "acceleratable"}) == true;
+  c.manufacturer = ManufacturerOf(*type, view.manufacturers);
+  if (auto m = view.manufacturers.find(c.manufacturer); m != view.manufacturers.end())
+    c.vendor = &m->second;
+  for (InstanceRule rule : kResourceRules)
+    if (auto denied = rule(c)) return *denied;
   return Verdict{};
 }
 

@@ -1,7 +1,7 @@
-// The worker's admission webhooks (reference §4, §5.2 gate 1 and the Workload fit-pin, §5.4):
-// AdmissionReview in, a verdict and a JSON patch out. Pure: what a webhook needs of the cluster
-// (the InstanceType fronting a queue, the manufacturer table, the settings) is passed in, so the
-// rules are unit-tested without a server and the server only moves bytes.
+// The worker's admission webhooks (docs/behaviour.md §4, §5.2 gate 1 and the Workload fit-pin,
+// §5.4): AdmissionReview in, a verdict and a JSON patch out. Pure: what a webhook needs of the
+// cluster (the InstanceType fronting a queue, the manufacturer table, the settings) is passed in,
+// so the rules are unit-tested without a server and the server only moves bytes.
 #ifndef GPUSTACK_HOST_OPERATOR_ADMISSION_H_
 #define GPUSTACK_HOST_OPERATOR_ADMISSION_H_
 
@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/common/json_path.h"
 #include "host/common/result.h"
 #include "host/ledger/request.h"
 #include "host/operator/fleet.h"
@@ -31,7 +32,8 @@ inline constexpr const char* kValidateInstancePath = "/validate-instance";
 
 // The Kueue label that names a Pod's LocalQueue.
 inline constexpr const char* kQueueNameLabel = "kueue.x-k8s.io/queue-name";
-// Fit labels the worker keeps on Nodes (§3.7), which the affinities below select on.
+// Fit labels the worker keeps on Nodes (docs/behaviour.md §3.7), which the affinities below select
+// on.
 inline constexpr const char* kSlicedFitPrefix = "sliced-max-free-units.fit.gpustack.ai/";
 inline constexpr const char* kSharedFitPrefix = "shared-max-free-slots.fit.gpustack.ai/";
 
@@ -58,8 +60,6 @@ struct Verdict {
 };
 Verdict Deny(int code, std::string message);
 
-// The string at `path` in `object`; empty when a step is missing or not a string.
-std::string StringAt(const Json& object, std::initializer_list<const char*> path);
 // The AdmissionReview answer for `uid` (patch base64-encoded as the API wants).
 std::string EncodeReview(const std::string& uid, const Verdict& verdict);
 
@@ -79,30 +79,31 @@ struct AdmissionView {
 // What folding a Pod's request needs, read from the InstanceType's status.detail.
 ledger::FoldContext FoldContextOf(const Json* instance_type);
 
-// Gate 1 (reference §4): the seven rules on a Pod that names a queue, and the patch that writes
-// the derived `.units` and default cores percentage into every requesting container and ANDs the
-// shared (N >= 2) and sliced fit affinities into the Pod's required node affinity.
+// Gate 1 (docs/behaviour.md §4): the seven rules on a Pod that names a queue, and the patch that
+// writes the derived `.units` and default cores percentage into every requesting container and ANDs
+// the shared (N >= 2) and sliced fit affinities into the Pod's required node affinity.
 Verdict MutatePod(const AdmissionRequest& request, const AdmissionView& view);
 // The same rules on the final Pod, and the derived keys must be exactly what MutatePod wrote
 // (another mutating webhook, or a client that raced, may not change them).
 Verdict ValidatePod(const AdmissionRequest& request, const AdmissionView& view);
 
-// The Workload fit-pin (§5.2 gate 3): ANDs the fit affinities into each PodSet of a Workload
-// whose queue an accelerated InstanceType fronts; only while it holds no quota reservation.
+// The Workload fit-pin (docs/behaviour.md §5.2 gate 3): ANDs the fit affinities into each PodSet of
+// a Workload whose queue an accelerated InstanceType fronts; only while it holds no quota
+// reservation.
 Verdict MutateWorkload(const AdmissionRequest& request, const AdmissionView& view);
 
-// InstanceType defaulting and validation (§5.4).
+// InstanceType defaulting and validation (docs/behaviour.md §5.4).
 Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView& view);
 Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionView& view);
 
-// Instance defaulting (reference §4.4, §7): an accelerated type's Instance asks for 1 card when
-// it names none, a slice's compute defaults to 100 %, and cpu/ram default to the type's unit
+// Instance defaulting (docs/behaviour.md §4.4, §7): an accelerated type's Instance asks for 1 card
+// when it names none, a slice's compute defaults to 100 %, and cpu/ram default to the type's unit
 // scaled by what the Instance takes of a card (whole cards x N, a slice by its memory share, a
 // partition by its profile's memory share).
 Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& view);
-// Instance validation (§4.4, §7): the keys the resources map to must make sense on the type's
-// pool (refused at admission, never left Pending), what a stopped-only change is, and the
-// settings that allow privileged containers and host paths.
+// Instance validation (docs/behaviour.md §4.4, §7): the keys the resources map to must make sense
+// on the type's pool (refused at admission, never left Pending), what a stopped-only change is, and
+// the settings that allow privileged containers and host paths.
 Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& view);
 
 // The node affinity requirement `key Gt value` ANDed into every required term of `pod_spec`

@@ -1,6 +1,6 @@
 // `gpustack-operator cleanup`: removes what the worker creates at run time, for an uninstall that
-// asked for it (the chart's cleanupOnUninstall post-delete hook, reference §9). Run it only once
-// the worker is gone, or the worker recreates what it removes.
+// asked for it (the chart's cleanupOnUninstall post-delete hook, docs/behaviour.md §9). Run it only
+// once the worker is gone, or the worker recreates what it removes.
 #ifndef GPUSTACK_HOST_OPERATOR_CLEANUP_H_
 #define GPUSTACK_HOST_OPERATOR_CLEANUP_H_
 

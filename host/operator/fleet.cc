@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "host/common/json_path.h"
+#include "host/kube/quantity.h"
 #include "host/ledger/views.h"
 #include "host/node_profile/keys.h"
 
@@ -14,64 +16,14 @@ namespace {
 const std::string kKueue = "kueue.x-k8s.io/v1beta2";
 
 std::string Label(const Json& object, const std::string& key) {
-  const Json* labels = object.contains("metadata") && object["metadata"].contains("labels")
-                           ? &object["metadata"]["labels"]
-                           : nullptr;
-  if (labels == nullptr || !labels->contains(key) || !(*labels)[key].is_string()) return {};
-  return (*labels)[key].get<std::string>();
+  return StringAt(object, {"metadata", "labels", key});
 }
 
 std::string Annotation(const Json& object, const std::string& key) {
-  const Json& meta = object.value("metadata", Json::object());
-  const Json& annotations = meta.value("annotations", Json::object());
-  auto it = annotations.find(key);
-  return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
+  return StringAt(object, {"metadata", "annotations", key});
 }
 
 }  // namespace
-
-std::optional<int64_t> MilliQuantity(const Json& value) {
-  if (value.is_number_integer()) {
-    const int64_t n = value.get<int64_t>();
-    if (n < 0 || n > INT64_MAX / 1000) return std::nullopt;
-    return n * 1000;
-  }
-  if (!value.is_string()) return std::nullopt;
-  const std::string text = value.get<std::string>();
-  size_t end = 0;
-  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-  size_t whole_digits = end, fraction_digits = 0;
-  if (end < text.size() && text[end] == '.') {
-    ++end;
-    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) {
-      ++end;
-      ++fraction_digits;
-    }
-  }
-  if (whole_digits + fraction_digits == 0 || whole_digits > 15 || fraction_digits > 3)
-    return std::nullopt;
-  static const std::map<std::string, int64_t> kMultiplier = {
-      {"m", 1},
-      {"", 1000},
-      {"k", 1000LL * 1000},
-      {"M", 1000LL * 1000 * 1000},
-      {"G", 1000LL * 1000 * 1000 * 1000},
-      {"T", 1000LL * 1000 * 1000 * 1000 * 1000},
-      {"Ki", 1024LL * 1000},
-      {"Mi", (1LL << 20) * 1000},
-      {"Gi", (1LL << 30) * 1000},
-      {"Ti", (1LL << 40) * 1000},
-  };
-  auto it = kMultiplier.find(text.substr(end));
-  if (it == kMultiplier.end()) return std::nullopt;
-  // The number in thousandths of a unit of its suffix, then scaled.
-  std::string digits = text.substr(0, whole_digits) +
-                       (fraction_digits > 0 ? text.substr(whole_digits + 1, fraction_digits) : "");
-  int64_t number = digits.empty() ? 0 : std::stoll(digits);
-  for (size_t i = fraction_digits; i < 3; ++i) number *= 10;
-  if (number != 0 && it->second / 1000 > INT64_MAX / number) return std::nullopt;
-  return it->second >= 1000 ? number * (it->second / 1000) : number / 1000;
-}
 
 namespace {
 
@@ -122,8 +74,8 @@ struct PresetEntry {
   std::vector<std::pair<std::string, Tier>> by = {};  // a whole token that refines the tier
 };
 
-// The reference's examples of docs/reference/instance-type-unit-resources.md; the rest of that
-// table was not read, so other products fall back (4 CPU / 16Gi) until it is.
+// The unit presets (docs/behaviour.md §3.5): the products the upstream operator's preset table
+// names that this project knows of; other products fall back (4 CPU / 16Gi).
 const std::vector<PresetEntry>& Presets() {
   static const std::vector<PresetEntry> presets = {
       {"nvidia", {"a10g"}, Tier::kMedium},
@@ -195,16 +147,6 @@ std::string EntranceName(std::string_view cluster_queue) {
   return std::string("gpustack-fnv64-") + hex;
 }
 
-std::string CanonicalQuantity(int64_t value) {
-  static const char* kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  size_t suffix = 0;
-  while (value != 0 && value % 1000 == 0 && suffix + 1 < std::size(kSuffixes)) {
-    value /= 1000;
-    ++suffix;
-  }
-  return std::to_string(value) + kSuffixes[suffix];
-}
-
 UnitPreset PresetFor(std::string_view manufacturer, std::string_view group_id) {
   std::vector<std::string> tokens = Tokens(group_id);
   // Marketing words that lead some product names ("Tesla T4", "Instinct MI210").
@@ -237,7 +179,7 @@ NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
   if (f.arch.empty()) f.arch = info.value("architecture", "amd64");
   const Json capacity = status.value("capacity", Json::object());
   for (const auto& [k, v] : capacity.items())
-    if (auto milli = MilliQuantity(v)) f.capacity[k] = *milli / 1000;
+    if (auto milli = kube::MilliOf(v)) f.capacity[k] = *milli / 1000;
   f.cores = f.capacity.count("cpu") ? f.capacity["cpu"] : 0;
 
   const std::string vendor = Label(node, kCpuVendorLabel);
@@ -635,11 +577,11 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
           for (const std::string& n : f->nodes) cores += Node(n)->cores;
           resources.push_back(
               {{"name", covered[0]},
-               {"nominalQuota", CanonicalQuantity(f->capacity() * ledger::kCardCredits)}});
-          resources.push_back({{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(cores)}});
+               {"nominalQuota", kube::FormatDecimal(f->capacity() * ledger::kCardCredits)}});
+          resources.push_back({{"name", "cpu"}, {"nominalQuota", kube::FormatDecimal(cores)}});
         } else {
           resources.push_back(
-              {{"name", "cpu"}, {"nominalQuota", CanonicalQuantity(f->capacity())}});
+              {{"name", "cpu"}, {"nominalQuota", kube::FormatDecimal(f->capacity())}});
         }
         entries.push_back({{"name", f->name}, {"resources", resources}});
       }
@@ -712,7 +654,7 @@ Json Fleet::RenderNodeCapacity(const NodeFacts& n) const {
       for (const auto& [key, value] : ledger::CountingKeys(*n.ledger, it->second.Kind())) {
         const bool sliced = key.rfind(base + ".sliced.", 0) == 0;
         if (sliced ? !pool(".sliced") : !pool(".partitioned")) continue;
-        capacity[key] = CanonicalQuantity(value);
+        capacity[key] = kube::FormatDecimal(value);
       }
     }
   }
@@ -726,10 +668,10 @@ namespace {
 int64_t RequestOf(const Json& container) {
   const Json& resources = container.value("resources", Json::object());
   const Json& requests = resources.value("requests", Json::object());
-  if (requests.contains("cpu")) return MilliQuantity(requests["cpu"]).value_or(0);
+  if (requests.contains("cpu")) return kube::MilliOf(requests["cpu"]).value_or(0);
   // A limit without a request is also the request.
   const Json& limits = resources.value("limits", Json::object());
-  return limits.contains("cpu") ? MilliQuantity(limits["cpu"]).value_or(0) : 0;
+  return limits.contains("cpu") ? kube::MilliOf(limits["cpu"]).value_or(0) : 0;
 }
 }  // namespace
 

@@ -1,4 +1,4 @@
-// The worker's model of the fleet (reference §3.3, §3.5–3.8, §5.1, §5.3): which nodes are
+// The worker's model of the fleet (docs/behaviour.md §3.3, §3.5–3.8, §5.1, §5.3): which nodes are
 // managed, the ResourceFlavors they make, the pools (InstanceType = ClusterQueue) those flavors
 // group into, and each pool's live capacity views computed by the ledger library from the nodes'
 // published Devices ledgers. Pure: Kubernetes objects in, Kubernetes objects out; the worker
@@ -47,15 +47,9 @@ inline constexpr const char* kCreditsPrefix = "credits.gpustack.ai/";
 // Kueue refuses a resource group with more flavors than this.
 inline constexpr size_t kMaxFlavorsPerQueue = 16;
 
-// "gpustack-fnv64-" + FNV-1a 64 of the ClusterQueue name, 16 lower-case hex digits (decision 10).
+// "gpustack-fnv64-" + FNV-1a 64 of the ClusterQueue name, 16 lower-case hex digits
+// (docs/decisions.md D10).
 std::string EntranceName(std::string_view cluster_queue);
-
-// A quantity in thousandths ("500m" -> 500, "1.5" -> 1500, "16k" -> 16'000'000, "2Gi" ->
-// 2 x 2^30 x 1000); nothing for what is not a quantity or would overflow.
-std::optional<int64_t> MilliQuantity(const Json& value);
-
-// A whole number as the apiserver writes a quantity back: 1600000 -> "1600k", 8000000 -> "8M".
-std::string CanonicalQuantity(int64_t value);
 
 // One manufacturer as the worker knows it: from its plugin's identity, env overrides on top.
 struct Manufacturer {
@@ -70,7 +64,7 @@ struct Manufacturer {
 };
 using ManufacturerTable = std::map<std::string, Manufacturer>;
 
-// The unit an accelerated pool is stamped with at creation (reference §3.5 presets).
+// The unit an accelerated pool is stamped with at creation (docs/behaviour.md §3.5 presets).
 struct UnitPreset {
   std::string cpu;
   std::string ram;
@@ -82,7 +76,7 @@ struct NodeFacts {
   std::string name;
   std::string uid;
   std::string os, arch;
-  std::string gkey;        // reference §3.3
+  std::string gkey;        // docs/behaviour.md §3.3
   std::string cpu_vendor;  // "amd", "intel", "generic"
   std::string cpu_name;    // as NFD's annotation reports it
   int64_t cores = 0;       // Node.status.capacity.cpu, whole cores
@@ -161,7 +155,8 @@ class Fleet {
   // node-devices AdmissionCheck is Active.
   Json RenderClusterQueue(const Json& instance_type, const Json* current, bool deleting,
                           bool check_active) const;
-  // The labels and counting keys the worker publishes on a node (§3.3, §3.6, §3.7).
+  // The labels and counting keys the worker publishes on a node (docs/behaviour.md §3.3, §3.6,
+  // §3.7).
   Json RenderNodeLabels(const NodeFacts& node) const;
   // The counting keys as a status apply (an empty capacity when the node has none).
   Json RenderNodeCapacity(const NodeFacts& node) const;

@@ -4,7 +4,7 @@
 
 #include "host/common/logging.h"
 #include "host/kube/workqueue.h"
-#include "host/node/allocator.h"
+#include "host/ledger/allocated.h"
 #include "host/operator/admission.h"
 
 namespace gpustack::op {
@@ -13,7 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kube::ObjectPtr;
 
-using node::kAllocatedAnnotation;  // the node allocator's record on a Pod
+using ledger::kAllocatedAnnotation;  // the node allocator's record on a Pod
 constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
 constexpr size_t kDecisionSamples = 4096;
 
@@ -26,12 +26,10 @@ bool Condition(const Json& object, const std::string& type) {
 
 // Our entry in status.admissionChecks (a pointer into `workload`), and its index.
 const Json* CheckState(const Json& workload, size_t* index = nullptr) {
-  auto status = workload.find("status");
-  if (status == workload.end() || !status->is_object()) return nullptr;
-  auto checks = status->find("admissionChecks");
-  if (checks == status->end() || !checks->is_array()) return nullptr;
-  for (size_t i = 0; i < checks->size(); ++i) {
-    const Json& check = (*checks)[i];
+  const Json& checks = JsonAt(workload, {"status", "admissionChecks"});
+  if (!checks.is_array()) return nullptr;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const Json& check = checks[i];
     if (check.is_object() && check.value("name", "") == kNodeDevicesCheck) {
       if (index != nullptr) *index = i;
       return &check;
@@ -41,17 +39,19 @@ const Json* CheckState(const Json& workload, size_t* index = nullptr) {
 }
 
 std::string Describe(const ledger::Request& r) {
-  switch (r.family) {
-    case ledger::Family::kExclusive:
+  switch (r.mode) {
+    case ledger::Mode::kExclusive:
       return std::to_string(r.count) + " whole " + r.base;
-    case ledger::Family::kShared:
+    case ledger::Mode::kShared:
       return std::to_string(r.count) + " shared slot(s) of one " + r.base;
-    case ledger::Family::kSliced:
+    case ledger::Mode::kSliced:
       return r.memory_percentage > 0
                  ? "a " + std::to_string(r.memory_percentage) + " % slice of " + r.base
                  : "a " + std::to_string(r.memory_mib) + " MiB slice of " + r.base;
-    case ledger::Family::kPartitioned:
+    case ledger::Mode::kPartitioned:
       return "a " + r.profile + " partition of " + r.base;
+    case ledger::Mode::kNone:
+      break;
   }
   return r.base;
 }
@@ -269,24 +269,25 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
   for (const std::string& key : state.pods) {
     auto pod = pods_.find(key);
     if (pod == pods_.end()) continue;
-    const std::string text =
-        StringAt(pod->second, {"metadata", "annotations", kAllocatedAnnotation});
-    if (text.empty()) continue;
-    const Json record = Json::parse(text, nullptr, false);
-    if (!record.is_object()) continue;
+    auto record = ledger::AllocatedRecordOf(pod->second);
+    if (!record) {
+      log->warn("pod {}: {}", key, record.error());
+      continue;
+    }
     const std::string phase = StringAt(pod->second, {"status", "phase"});
-    for (const auto& [container, value] : record.items()) {
-      auto allocation = ledger::AllocationFromJson(value);
-      if (!allocation) {
-        log->warn("pod {}: its allocation record is unreadable: {}", key, allocation.error());
+    for (const ledger::RecordedAllocation& entry : *record) {
+      if (!entry.allocation) {
+        log->warn("pod {} container {}: its allocation record is unusable: {}", key,
+                  entry.container, entry.allocation.error());
         continue;
       }
-      if (Status restored = ledger->Restore(*allocation); !restored) {
+      const ledger::Allocation& allocation = *entry.allocation;
+      if (Status restored = ledger->Restore(allocation); !restored) {
         log->warn("pod {}: {}", key, restored.error());
         continue;
       }
       // What a finished Pod gives back, as the node's allocator does.
-      if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation->owner);
+      if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation.owner);
     }
   }
   for (const std::string& uid : in_flight_by_node_[node]) {

@@ -1,6 +1,6 @@
-// Gate 3 (reference §5.2): the `gpustack-node-devices` AdmissionCheck controller. Kueue reserves
-// quota on a pool's credits, blind to how the pool's cards are fragmented; this check then asks
-// the per-card ledgers (the same library the node allocator settles with) whether every Pod of
+// Gate 3 (docs/behaviour.md §5.2): the `gpustack-node-devices` AdmissionCheck controller. Kueue
+// reserves quota on a pool's credits, blind to how the pool's cards are fragmented; this check then
+// asks the per-card ledgers (the same library the node allocator settles with) whether every Pod of
 // the Workload really fits, counting what other admitted Workloads were promised but their Pods
 // do not hold yet. It answers Ready with the node and the cards it counted (a node pin and the
 // chosen-cards annotation, through Kueue's podSetUpdates, so gate 5 settles on the same cards) or

@@ -1,5 +1,5 @@
-// The worker's online settings (reference §10.1): kept in the Secret `gpustack-settings` of the
-// system namespace, one key per setting, read on every reconcile so a change needs no restart.
+// The worker's online settings (docs/behaviour.md §10.1): kept in the Secret `gpustack-settings` of
+// the system namespace, one key per setting, read on every reconcile so a change needs no restart.
 // The first start seeds each from GPUSTACK_<UPPER_SNAKE> or its default; later starts only add
 // the ones missing, so the environment never overwrites what an admin set. Pure.
 #ifndef GPUSTACK_HOST_OPERATOR_SETTINGS_H_

@@ -1,22 +1,21 @@
 #include "host/operator/webhooks.h"
 
 #include <atomic>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "host/common/logging.h"
+#include "host/https/certs.h"
 #include "host/kube/config.h"
 #include "host/kube/informer.h"
 #include "host/operator/admission.h"
-#include "host/operator/certs.h"
 #include "host/operator/settings.h"
 
 namespace gpustack::op {
 namespace {
 
 using namespace std::chrono_literals;
+using https::KeyPair;
 using kube::ObjectPtr;
 
 constexpr auto kCaValidity = std::chrono::hours(24 * 365 * 10);
@@ -36,13 +35,6 @@ std::string HostOf(const std::string& url) {
   rest = rest.substr(0, rest.find('/'));
   if (!rest.empty() && rest.front() == '[') return rest.substr(1, rest.find(']') - 1);
   return rest.substr(0, rest.rfind(':') == std::string::npos ? rest.size() : rest.rfind(':'));
-}
-
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace
@@ -164,7 +156,7 @@ struct AdmissionWebhooks::State {
   std::string system_namespace;
   ManufacturerTable manufacturers;
   std::unique_ptr<kube::Informer> instance_types, settings;
-  std::unique_ptr<WebhookServer> server;
+  std::unique_ptr<https::Server> server;
   std::jthread keeper;
   std::atomic<bool> serving{false};
   std::mutex mutex;
@@ -206,8 +198,8 @@ struct AdmissionWebhooks::State {
     return view;
   }
 
-  HttpAnswer Handle(const std::string& body,
-                    Verdict (*rule)(const AdmissionRequest&, const AdmissionView&)) {
+  https::Response Handle(const std::string& body,
+                         Verdict (*rule)(const AdmissionRequest&, const AdmissionView&)) {
     auto request = DecodeReview(body);
     if (!request) return {400, Json{{"error", request.error()}}.dump()};
     Verdict verdict;
@@ -239,10 +231,10 @@ struct AdmissionWebhooks::State {
       KeyPair serving{field("tls.crt"), field("tls.key")};
       bool changed = false;
       std::string why;
-      auto ca_facts = ReadCertificate(ca_cert);
+      auto ca_facts = https::ReadCertificate(ca_cert);
       const auto now = std::chrono::system_clock::now();
       if (!ca_facts || ca_key.empty() || now > ca_facts->not_after - kCaRenewBefore) {
-        auto ca = MakeCertificateAuthority("gpustack-operator-webhook-ca", kCaValidity);
+        auto ca = https::MakeCertificateAuthority("gpustack-operator-webhook-ca", kCaValidity);
         if (!ca) return Error{ca.error()};
         // The old CA stays in the bundle until the old serving certificate is gone.
         ca_cert = ca->cert_pem + (ca_facts && now < ca_facts->not_after ? ca_cert : "");
@@ -251,10 +243,10 @@ struct AdmissionWebhooks::State {
         changed = true;
         log->info("made a new webhook CA");
       }
-      if (NeedsRenewal(serving, ca_cert, dns, ips, now, &why)) {
-        auto made = MakeServingCertificate({ca_cert, ca_key},
-                                           options.service + "." + system_namespace + ".svc", dns,
-                                           ips, kServingValidity);
+      if (https::NeedsRenewal(serving, ca_cert, dns, ips, now, &why)) {
+        auto made = https::MakeServingCertificate({ca_cert, ca_key},
+                                                  options.service + "." + system_namespace + ".svc",
+                                                  dns, ips, kServingValidity);
         if (!made) return Error{made.error()};
         serving = *made;
         changed = true;
@@ -299,22 +291,24 @@ struct AdmissionWebhooks::State {
       cert = made->second.cert_pem;
       key = made->second.key_pem;
     } else {
-      const auto cert_path = options.cert_dir / "tls.crt", key_path = options.cert_dir / "tls.key";
+      const auto cert_path = options.cert_dir / "tls.crt";
       std::error_code ec;
       const auto mtime = std::filesystem::last_write_time(cert_path, ec);
       if (ec)
         return Error{"cannot read the webhook certificate " + cert_path.string() + ": " +
                      ec.message()};
       if (mtime == cert_mtime && serving) return Ok{};
-      cert = ReadText(cert_path);
-      key = ReadText(key_path);
+      auto pair = https::ReadCertificateDir(options.cert_dir);
+      if (!pair) return pair.failure();
+      cert = std::move(pair->cert_pem);
+      key = std::move(pair->key_pem);
       cert_mtime = mtime;
     }
     if (cert != served_cert) {
-      if (Status set = server->SetCertificate(cert, key); !set) return set;
+      if (Status set = server->SetCertificate({cert, key}); !set) return set;
       served_cert = cert;
       log->info("serving the webhook certificate (expires {})", [&] {
-        auto facts = ReadCertificate(cert);
+        auto facts = https::ReadCertificate(cert);
         if (!facts) return std::string("?");
         const std::time_t t = std::chrono::system_clock::to_time_t(facts->not_after);
         char text[32];
@@ -370,7 +364,7 @@ Status AdmissionWebhooks::Start() {
   s.instance_types->Start();
   s.settings->Start();
   using Rule = Verdict (*)(const AdmissionRequest&, const AdmissionView&);
-  std::map<std::string, PostHandler> handlers;
+  std::vector<https::Route> routes;
   for (auto [path, rule] : {std::pair<const char*, Rule>{kMutatePodPath, &MutatePod},
                             {kValidatePodPath, &ValidatePod},
                             {kMutateWorkloadPath, &MutateWorkload},
@@ -378,9 +372,11 @@ Status AdmissionWebhooks::Start() {
                             {kValidateInstanceTypePath, &ValidateInstanceType},
                             {kMutateInstancePath, &MutateInstance},
                             {kValidateInstancePath, &ValidateInstance}}) {
-    handlers[path] = [&s, rule](const std::string& body) { return s.Handle(body, rule); };
+    routes.push_back({path, {"POST"}, [&s, rule](const https::Request& request) {
+                        return s.Handle(request.body, rule);
+                      }});
   }
-  s.server = std::make_unique<WebhookServer>(s.options.server, std::move(handlers));
+  s.server = std::make_unique<https::Server>(s.options.server, std::move(routes));
   // The first certificate before listening: an apiserver call must never meet a bad one.
   Status kept = s.Keep();
   for (int attempt = 0; !kept && attempt < 3; ++attempt) {
@@ -430,7 +426,7 @@ bool AdmissionWebhooks::ready() const {
 }
 
 std::string AdmissionWebhooks::RenderMetrics() const {
-  return state_->server ? state_->server->RenderMetrics() : std::string();
+  return state_->server ? state_->server->RenderMetrics("gpustack_webhook") : std::string();
 }
 
 }  // namespace gpustack::op

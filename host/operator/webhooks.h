@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "host/https/server.h"
 #include "host/kube/client.h"
 #include "host/operator/fleet.h"
-#include "host/operator/webhook_server.h"
 
 namespace gpustack::op {
 
@@ -23,7 +23,7 @@ inline constexpr const char* kWebhooksManager = "gpustack-worker-webhooks";
 
 struct WebhookOptions {
   bool enabled = true;
-  WebhookServerOptions server;
+  https::ServerOptions server{.name = "webhooks", .port = 9443, .threads = 2};
   // How the apiserver reaches us: a URL base (a control plane outside the cluster, tests) or,
   // when empty, the Service `service` in the system namespace on `service_port`.
   std::string url;
@@ -38,9 +38,10 @@ struct WebhookOptions {
   bool apply_configurations = true;                              // false: the chart owns them
 };
 
-// The two webhook configurations (reference §4.1 scope): pods (CREATE, with a queue-name label,
-// outside kube-system and the system namespace, failurePolicy Fail), Workloads (fit-pin,
-// failurePolicy Ignore), InstanceTypes (Fail). `ca_bundle` is PEM (empty: left to cainjector).
+// The two webhook configurations (docs/behaviour.md §4.1 scope): pods (CREATE, with a queue-name
+// label, outside kube-system and the system namespace, failurePolicy Fail), Workloads (fit-pin,
+// failurePolicy Ignore), InstanceTypes and Instances (Fail). `ca_bundle` is PEM (empty: left to
+// cainjector).
 std::vector<Json> RenderWebhookConfigurations(const WebhookOptions& options,
                                               const std::string& system_namespace,
                                               const std::string& ca_bundle);

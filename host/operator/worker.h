@@ -1,10 +1,9 @@
-// The central worker (`gpustack-operator worker`, reference §1.1): leader-elected; the leader
-// watches Nodes, Devices, InstanceTypes, the Kueue objects it owns, Namespaces and the settings
-// Secret, and turns them into node labels and counting keys, ResourceFlavors, InstanceTypes and
-// their live status, ClusterQueues, LocalQueue entrances and the gpustack-node-devices
-// AdmissionCheck. Every change feeds one coalescing work queue; a pass computes the whole desired
-// state with Fleet (pure) and applies, by server-side apply under one field manager per kind,
-// only what differs from the informers' caches, so a steady cluster costs no writes.
+// The central worker (`gpustack-operator worker`, docs/behaviour.md §1.1): leader-elected; the
+// leader watches Nodes, Devices, InstanceTypes, the Kueue objects it owns, Namespaces and the
+// settings Secret. Every change feeds one coalescing work queue; a pass computes the fleet model
+// (Fleet, pure) once and runs the reconcilers (reconciler.h), each of which returns, under its own
+// field manager, only what differs from the informers' caches, so a steady cluster costs no writes.
+// Every replica serves the admission webhooks and its health endpoint.
 #ifndef GPUSTACK_HOST_OPERATOR_WORKER_H_
 #define GPUSTACK_HOST_OPERATOR_WORKER_H_
 
@@ -15,22 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "host/https/server.h"
 #include "host/kube/client.h"
 #include "host/kube/leader_election.h"
-#include "host/node/exporter.h"
 #include "host/operator/fleet.h"
 #include "host/operator/node_check.h"
 #include "host/operator/webhooks.h"
 
 namespace gpustack::op {
-
-// The field managers, one per reconciler.
-inline constexpr const char* kNodesManager = "gpustack-worker-nodes";
-inline constexpr const char* kFlavorsManager = "gpustack-worker-flavors";
-inline constexpr const char* kInstanceTypesManager = "gpustack-worker-instancetypes";
-inline constexpr const char* kQueuesManager = "gpustack-worker-queues";
-inline constexpr const char* kEntrancesManager = "gpustack-worker-entrances";
-inline constexpr const char* kChecksManager = "gpustack-worker-checks";
 
 struct WorkerOptions {
   std::string system_namespace = "gpustack-system";
@@ -39,7 +30,10 @@ struct WorkerOptions {
   kube::LeaderElectionConfig election{.lease_name = "worker.gpustack.ai"};
   ManufacturerTable manufacturers;
   int write_threads = 8;  // writes of one pass run in parallel
-  node::ExporterOptions health;
+  // /metrics, /livez and /readyz.
+  https::EndpointOptions health{.server = {.name = "health", .port = 31443, .body_limit = 4096},
+                                .cert_dir = {},
+                                .common_name = "gpustack-operator-worker"};
   bool serve_https = true;
   // The admission webhooks (every replica) and the gpustack-node-devices check (the leader).
   WebhookOptions webhooks;
@@ -50,7 +44,8 @@ struct WorkerOptions {
 };
 
 // The manufacturer table from the plugins in `dirs` (identify only: no hardware is touched), with
-// GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME and GPUSTACK_<MFR>_PARTITION_KIND on top (§10.2).
+// the deploy-time GPUSTACK_<MFR>_* overrides on top, as the node daemons apply them
+// (docs/behaviour.md §10.2).
 // A plugin that does not load is reported in `problems` and left out; a directory among
 // `required` (named by a flag or the environment) that cannot be searched is an error.
 Result<ManufacturerTable> LoadManufacturers(

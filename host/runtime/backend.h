@@ -1,4 +1,4 @@
-// One plugin as the node runtime sees it: its identity and its hooks, in the host's own types.
+// One plugin as the node runtime sees it: its identity and its hooks, in the SDK's value types.
 // Implementations: the dlopen'ed plugin (host/loader) and an in-memory fake for unit tests
 // (runtime/testing). The runtime wraps every backend in a watchdog (watchdog.h), so a backend may
 // assume its calls are serialized as plugin.h requires (health polls beside other calls) but
@@ -29,19 +29,18 @@ class PluginBackend {
                       const std::vector<pci::PciDevice>& inventory) = 0;
   virtual void Shutdown() = 0;
 
-  virtual Result<std::vector<CardGroup>> Discover() = 0;
-  virtual Result<std::vector<ContainerEdit>> Grant(const GrantRequest& request) = 0;
-  virtual Result<std::vector<Partition>> ListPartitions(const std::string& card_id) = 0;
-  virtual Result<Partition> CreatePartition(const PartitionRequest& request) = 0;
-  virtual Status DestroyPartition(const PartitionRef& partition) = 0;
-  // Every card when `card_ids` is empty.
-  virtual Result<Samples> SampleMetrics(const std::vector<std::string>& card_ids,
-                                        bool include_processes) = 0;
-  virtual Result<std::vector<HealthEvent>> PollHealthEvents(uint32_t timeout_ms) = 0;
-  virtual Result<std::vector<DeviceNode>> ListDeviceNodes(
+  virtual Result<std::vector<sdk::AcceleratorGroup>> Discover() = 0;
+  virtual Result<std::vector<sdk::ContainerEdit>> Grant(const sdk::Grant& grant) = 0;
+  virtual Result<std::vector<sdk::Partition>> ListPartitions(const std::string& card_id) = 0;
+  virtual Result<sdk::Partition> CreatePartition(const sdk::CreatePartitionRequest& request) = 0;
+  virtual Status DestroyPartition(const sdk::DestroyPartitionRequest& request) = 0;
+  // Every card when the request names none.
+  virtual Result<client::MetricsSnapshot> SampleMetrics(const sdk::MetricsRequest& request) = 0;
+  virtual Result<std::vector<sdk::HealthEvent>> PollHealthEvents(uint32_t timeout_ms) = 0;
+  virtual Result<std::vector<sdk::DeviceNode>> ListDeviceNodes(
       const std::vector<std::string>& card_ids) = 0;
-  virtual Result<Slice> PrepareSlice(const SliceRequest& request) = 0;
-  virtual Status UnprepareSlice(const SliceRef& slice) = 0;
+  virtual Result<sdk::Slice> PrepareSlice(const sdk::PrepareSliceRequest& request) = 0;
+  virtual Status UnprepareSlice(const sdk::UnprepareSliceRequest& request) = 0;
 };
 
 }  // namespace gpustack::runtime

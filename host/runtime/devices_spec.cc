@@ -15,18 +15,27 @@ std::string PciClass(uint32_t code) {
   return text;
 }
 
-ledger::Accelerator Convert(const Card& c) {
+ledger::PartitionProfile Convert(const sdk::PartitionProfile& p) {
+  ledger::PartitionProfile out{p.name,          p.memory_mib, p.compute_slices,
+                               p.memory_slices, p.max_count,  {}};
+  for (const gpustack_placement& at : p.placements) out.placements.push_back({at.start, at.length});
+  return out;
+}
+
+ledger::Accelerator Convert(const sdk::Accelerator& c) {
   ledger::Accelerator out;
   out.id = c.id;
   out.index = c.index;
   out.physical_indexes = c.physical_indexes;
   out.topology = {c.pci_bus_id, c.pci_root_id, PciClass(c.pci_class), c.numa_affinity,
                   c.cpu_affinity};
-  out.unhealthy = c.health == Health::kUnhealthy;
-  const bool partitioned = c.partition_mode == PartitionMode::kEnabled;
+  out.unhealthy = c.health == GPUSTACK_HEALTH_UNHEALTHY;
+  const bool partitioned = c.partition_mode == GPUSTACK_PARTITION_MODE_ENABLED;
   out.logical_count = partitioned ? 0 : c.logical_slice_count;
   out.cores_percentage_overcommit = !partitioned && c.cores_percentage_overcommit;
-  if (partitioned) out.profiles = c.partition_profiles;
+  if (partitioned) {
+    for (const sdk::PartitionProfile& p : c.partition_profiles) out.profiles.push_back(Convert(p));
+  }
   return out;
 }
 
@@ -53,7 +62,7 @@ Result<ledger::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& disc
   ledger::DevicesSpec spec;
   std::map<std::string, std::string> card_owner;  // card id or PCI function -> "plugin card id"
   for (const Discovered& d : discovered) {
-    for (const CardGroup& g : d.groups) {
+    for (const sdk::AcceleratorGroup& g : d.groups) {
       ledger::Group group;
       group.id = node_profile::AcceleratorGroupId(d.manufacturer, g.product, g.memory_mib,
                                                   options.group_id_with_memory);
@@ -65,7 +74,7 @@ Result<ledger::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& disc
       group.runtime_version = g.runtime_version;
       group.compute_capability = g.compute_capability;
       group.family = g.family;
-      for (const Card& c : g.cards) {
+      for (const sdk::Accelerator& c : g.accelerators) {
         for (const std::string& key :
              {"id " + c.id, c.pci_bus_id.empty() ? std::string() : "PCI " + c.pci_bus_id}) {
           if (key.empty()) continue;

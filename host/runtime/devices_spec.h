@@ -1,5 +1,5 @@
 // From what the plugins discovered to the node's `Devices` spec and the labels the device manager
-// publishes (reference §2.1, §3.4). Pure.
+// publishes (docs/behaviour.md §2.1, §3.4). Pure.
 #ifndef GPUSTACK_HOST_RUNTIME_DEVICES_SPEC_H_
 #define GPUSTACK_HOST_RUNTIME_DEVICES_SPEC_H_
 
@@ -14,7 +14,7 @@ namespace gpustack::runtime {
 
 struct Discovered {
   std::string manufacturer;  // the plugin's key: "nvidia"
-  std::vector<CardGroup> groups;
+  std::vector<sdk::AcceleratorGroup> groups;
 };
 
 struct SpecOptions {
@@ -28,7 +28,7 @@ struct SpecOptions {
 Result<ledger::DevicesSpec> BuildDevicesSpec(const std::vector<Discovered>& discovered,
                                              const SpecOptions& options);
 
-// The NodeFeature labels of §3.4 for a spec (values sanitised to label rules).
+// The NodeFeature labels of docs/behaviour.md §3.4 for a spec (values sanitised to label rules).
 std::map<std::string, std::string> DeviceLabels(const ledger::DevicesSpec& spec);
 
 }  // namespace gpustack::runtime

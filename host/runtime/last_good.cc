@@ -3,7 +3,7 @@
 namespace gpustack::runtime {
 
 const LastGoodDiscovery::Entry& LastGoodDiscovery::Update(
-    const std::string& manufacturer, const Result<std::vector<CardGroup>>& pass) {
+    const std::string& manufacturer, const Result<std::vector<sdk::AcceleratorGroup>>& pass) {
   Entry& entry = entries_[manufacturer];
   if (pass) {
     entry = Entry{*pass, true, false, {}, 0};
@@ -15,14 +15,14 @@ const LastGoodDiscovery::Entry& LastGoodDiscovery::Update(
   return entry;
 }
 
-bool LastGoodDiscovery::SetHealth(const std::string& card_id, Health health,
+bool LastGoodDiscovery::SetHealth(const std::string& card_id, gpustack_health health,
                                   const std::string& reason) {
   for (auto& [manufacturer, entry] : entries_) {
-    for (CardGroup& group : entry.groups) {
-      for (Card& card : group.cards) {
+    for (sdk::AcceleratorGroup& group : entry.groups) {
+      for (sdk::Accelerator& card : group.accelerators) {
         if (card.id != card_id) continue;
         card.health = health;
-        card.health_reason = health == Health::kUnhealthy ? reason : std::string();
+        card.health_reason = health == GPUSTACK_HEALTH_UNHEALTHY ? reason : std::string();
         return true;
       }
     }

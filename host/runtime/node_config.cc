@@ -41,10 +41,15 @@ Result<NodeConfig> ParseNodeConfig(std::string_view json_text, const std::string
   NodeConfig config;
   config.default_setting.source = "default";
   for (const auto& [key, value] : doc.items()) {
-    if (key != "default_enable" && key != "plugins" && key != "nodes") {
+    if (key != "version" && key != "default_enable" && key != "plugins" && key != "nodes") {
       return Invalid(source + ": unknown key \"" + key +
-                     "\" (expected default_enable, plugins, nodes)");
+                     "\" (expected version, default_enable, plugins, nodes)");
     }
+  }
+  // The schema's version: a later one may mean something this daemon would misread.
+  if (auto version = doc.find("version"); version != doc.end() && *version != kNodeConfigVersion) {
+    return Invalid(source + ": version " + version->dump() + " is not one this daemon reads (" +
+                   kNodeConfigVersion + ")");
   }
   config.source = source;
   if (auto nodes = doc.find("nodes"); nodes != doc.end()) {

@@ -5,7 +5,8 @@
 // node config file, the GPUSTACK_PLUGIN_ENABLE environment variable, the --enable flag. The
 // node config file (JSON, usually from a ConfigMap) also carries each plugin's own settings, which
 // the plugin reads through config_get:
-//   {"default_enable": "auto",
+//   {"version": "v1",
+//    "default_enable": "auto",
 //    "plugins": {"nvidia": {"enable": "on",
 //                           "config": {"library_path": "/opt/x/libnvidia-ml.so.1"}},
 //                "amd": {"enable": "off"}},
@@ -56,6 +57,9 @@ struct NodeConfig {
 // A node config is a few KiB; a larger file is refused rather than read.
 constexpr size_t kMaxNodeConfigBytes = 1 << 20;
 
+// The schema version the file declares ("version"); a file without one is read as v1, the first.
+inline constexpr const char* kNodeConfigVersion = "v1";
+
 // Parses the node config file's text. `source` names it in reasons and errors.
 Result<NodeConfig> ParseNodeConfig(std::string_view json_text, const std::string& source);
 
@@ -96,10 +100,10 @@ EnableDecision Decide(const NodeConfig& config, const std::string& plugin_name,
 // The name of the variable that overrides a plugin's library: GPUSTACK_NVIDIA_LIBRARY.
 std::string LibraryVariable(const std::string& plugin_name);
 
-// The deploy-time overrides of a manufacturer's identity (reference §10.2), read through `env`:
-// GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME, _PARTITION_KIND, _ACCELERATABLE_RUNTIME_NAME and
-// _PCI_VENDOR_ID ("10de", "0x10de" or the reference's "<class>_<vendor>", comma-separated), where
-// <MFR> is the manufacturer key upper-cased with '-' as '_'. The chart fans
+// The deploy-time overrides of a manufacturer's identity (docs/behaviour.md §10.2), read through
+// `env`: GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME, _PARTITION_KIND, _ACCELERATABLE_RUNTIME_NAME
+// and _PCI_VENDOR_ID ("10de", "0x10de" or the upstream operator's "<class>_<vendor>",
+// comma-separated), where <MFR> is the manufacturer key upper-cased with '-' as '_'. The chart fans
 // global.manufacturers.<mfr>.* out as these to the worker and the device manager, so a renamed
 // resource or a rebadged card needs no rebuild. A malformed value is an error naming the variable.
 Status ApplyIdentityOverrides(PluginIdentity& identity,

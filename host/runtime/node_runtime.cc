@@ -299,9 +299,9 @@ Status NodeRuntime::StartOne(const PluginCandidate& candidate, PluginStatus& sta
   return Ok{};
 }
 
-std::vector<std::string> NodeRuntime::CheckAgainstInventory(const PluginStatus& status,
-                                                            const std::vector<CardGroup>& groups,
-                                                            bool* refuse) const {
+std::vector<std::string> NodeRuntime::CheckAgainstInventory(
+    const PluginStatus& status, const std::vector<sdk::AcceleratorGroup>& groups,
+    bool* refuse) const {
   std::vector<std::string> warnings;
   *refuse = false;
   if (!status.identity) return warnings;
@@ -325,8 +325,8 @@ std::vector<std::string> NodeRuntime::CheckAgainstInventory(const PluginStatus& 
   // address, so one bad card shows up instead of vanishing. Only display and processing-
   // accelerator functions count: a vendor's network cards share its vendor id.
   std::set<std::string> reported;
-  for (const CardGroup& g : groups) {
-    for (const Card& c : g.cards) reported.insert(c.pci_bus_id);
+  for (const sdk::AcceleratorGroup& g : groups) {
+    for (const sdk::Accelerator& c : g.accelerators) reported.insert(c.pci_bus_id);
   }
   std::string missing;
   size_t count = 0;
@@ -352,7 +352,7 @@ void NodeRuntime::Discover() {
   struct Pass {
     size_t status;
     GuardedBackend* backend;
-    Result<std::vector<CardGroup>> result = Error{"not run"};
+    Result<std::vector<sdk::AcceleratorGroup>> result = Error{"not run"};
   };
   std::vector<Pass> passes;
   for (Running& r : running_) {
@@ -417,7 +417,7 @@ NodeReport NodeRuntime::Report() const {
 SampleRound NodeRuntime::Sample(bool include_processes) {
   struct Target {
     std::string name;
-    std::vector<CardGroup> groups;
+    std::vector<sdk::AcceleratorGroup> groups;
     GuardedBackend* backend;
     bool processes;
   };
@@ -442,29 +442,31 @@ SampleRound NodeRuntime::Sample(bool include_processes) {
       });
       if (r == running_.end() || status.groups.empty()) continue;
       if (!r->backend->Provides(Hook::kSampleMetrics)) continue;
-      targets.push_back(
-          {status.name, status.groups, r->backend.get(),
-           include_processes && status.identity && status.identity->capabilities.process_metrics});
+      targets.push_back({status.name, status.groups, r->backend.get(),
+                         include_processes && status.identity &&
+                             status.identity->Has(GPUSTACK_CAP_PROCESS_METRICS)});
     }
   }
   for (const Target& t : targets) {
-    auto samples = t.backend->SampleMetrics({}, t.processes);
+    auto samples =
+        t.backend->SampleMetrics({.accelerator_ids = {}, .include_processes = t.processes});
     if (!samples) {
       round.errors.push_back(samples.error());
       continue;
     }
     round.warnings.insert(round.warnings.end(), samples->warnings.begin(), samples->warnings.end());
-    for (const CardGroup& group : t.groups) {
-      for (const Card& card : group.cards) {
-        auto s = std::find_if(samples->devices.begin(), samples->devices.end(),
-                              [&](const DeviceSample& d) { return d.card_id == card.id; });
+    for (const sdk::AcceleratorGroup& group : t.groups) {
+      for (const sdk::Accelerator& card : group.accelerators) {
+        auto s =
+            std::find_if(samples->devices.begin(), samples->devices.end(),
+                         [&](const sdk::DeviceSample& d) { return d.accelerator_id == card.id; });
         if (s == samples->devices.end()) {
           round.errors.push_back(t.name + ": no sample for card " + card.id);
           continue;
         }
         CardSample sample{t.name, group.product, card.index, *s, {}};
-        for (const ProcessSample& p : samples->processes) {
-          if (p.card_id == card.id) sample.processes.push_back(p);
+        for (const sdk::ProcessSample& p : samples->processes) {
+          if (p.accelerator_id == card.id) sample.processes.push_back(p);
         }
         round.cards.push_back(std::move(sample));
       }
@@ -498,7 +500,7 @@ std::vector<PluginIdentity> NodeRuntime::RunningIdentities() const {
   return identities;
 }
 
-Result<std::vector<DeviceNode>> NodeRuntime::DeviceNodes(const std::string& plugin) {
+Result<std::vector<sdk::DeviceNode>> NodeRuntime::DeviceNodes(const std::string& plugin) {
   GuardedBackend* backend = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -520,7 +522,7 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
   health_stop_ = false;
   for (Running& r : running_) {
     const PluginStatus& status = report_.plugins[r.status];
-    if (!status.identity || !status.identity->capabilities.health_events ||
+    if (!status.identity || !status.identity->Has(GPUSTACK_CAP_HEALTH_EVENTS) ||
         !r.backend->Provides(Hook::kPollHealthEvents)) {
       continue;
     }
@@ -551,9 +553,9 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
         {
           std::lock_guard lock(mutex_);
           PluginStatus& status = report_.plugins[index];
-          for (const HealthEvent& e : *events) {
-            if (!last_good_.SetHealth(e.card_id, e.health, e.reason)) continue;
-            Logger("runtime")->warn("{}: card {} is now {}{}", status.name, e.card_id,
+          for (const sdk::HealthEvent& e : *events) {
+            if (!last_good_.SetHealth(e.accelerator_id, e.health, e.reason)) continue;
+            Logger("runtime")->warn("{}: card {} is now {}{}", status.name, e.accelerator_id,
                                     HealthName(e.health), e.reason.empty() ? "" : ": " + e.reason);
           }
           if (auto entry = last_good_.entries().find(status.name);

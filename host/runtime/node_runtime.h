@@ -1,8 +1,8 @@
 // The node runtime: what the device manager stands on. It owns the node's plugins (found through
 // a PluginSource, enabled by the node config, every one behind a watchdog), the last-good
 // discovery of each, the node's Devices spec and ledger under one mutex, and the health loop.
-// `detect`, `monitor` and `preflight` are views over it; the node daemon's kubelet servers and
-// allocator will be too (ARCHITECTURE §6.1).
+// `detect`, `monitor` and `preflight` are views over it, and so are the node daemon's kubelet
+// servers and allocator (docs/decisions.md D11).
 //
 // Nothing a plugin does takes the runtime down: a plugin that fails to load or initialize is
 // reported and skipped, a hung one is abandoned, one that crashed an earlier process is
@@ -71,9 +71,9 @@ struct PluginStatus {
   std::optional<PluginIdentity> identity;
   // Discovery, once a pass ran.
   bool discovery_ran = false;
-  std::optional<Error> discovery_error;  // the latest pass's failure
-  std::vector<CardGroup> groups;         // what is published: the last good pass
-  bool stale = false;                    // published groups are from an earlier pass
+  std::optional<Error> discovery_error;       // the latest pass's failure
+  std::vector<sdk::AcceleratorGroup> groups;  // what is published: the last good pass
+  bool stale = false;                         // published groups are from an earlier pass
   std::vector<std::string> warnings;
 };
 
@@ -95,8 +95,8 @@ struct CardSample {
   std::string manufacturer;
   std::string product;
   uint32_t index = 0;
-  DeviceSample sample;
-  std::vector<ProcessSample> processes;
+  sdk::DeviceSample sample;
+  std::vector<sdk::ProcessSample> processes;
 };
 
 struct SampleRound {
@@ -126,7 +126,7 @@ class NodeRuntime {
   SampleRound Sample(bool include_processes);
 
   // The device nodes a running plugin's containers use.
-  Result<std::vector<DeviceNode>> DeviceNodes(const std::string& plugin);
+  Result<std::vector<sdk::DeviceNode>> DeviceNodes(const std::string& plugin);
 
   // The running plugin that serves `manufacturer`, behind its watchdog: grants, partitions and
   // slices go through it. FAILED_PRECONDITION when none runs (hung plugins included). The pointer
@@ -159,7 +159,7 @@ class NodeRuntime {
   void RecoverCrashes();
   void RebuildSpecLocked();  // from the last-good entries; mutex_ held
   std::vector<std::string> CheckAgainstInventory(const PluginStatus& status,
-                                                 const std::vector<CardGroup>& groups,
+                                                 const std::vector<sdk::AcceleratorGroup>& groups,
                                                  bool* refuse) const;
 
   RuntimeOptions options_;

@@ -2,68 +2,45 @@
 
 namespace gpustack::runtime {
 
-std::string_view HookName(Hook hook) {
-  switch (hook) {
-    case Hook::kInit:
-      return "init";
-    case Hook::kShutdown:
-      return "shutdown";
-    case Hook::kDiscover:
-      return "discover";
-    case Hook::kGrant:
-      return "grant";
-    case Hook::kListPartitions:
-      return "list_partitions";
-    case Hook::kCreatePartition:
-      return "create_partition";
-    case Hook::kDestroyPartition:
-      return "destroy_partition";
-    case Hook::kSampleMetrics:
-      return "sample_metrics";
-    case Hook::kPollHealthEvents:
-      return "poll_health_events";
-    case Hook::kListDeviceNodes:
-      return "list_device_nodes";
-    case Hook::kPrepareSlice:
-      return "prepare_slice";
-    case Hook::kUnprepareSlice:
-      return "unprepare_slice";
-    case Hook::kLoad:
-      return "load";
-  }
-  return "unknown";
-}
+static_assert(static_cast<int>(ledger::Mode::kExclusive) == GPUSTACK_GRANT_EXCLUSIVE &&
+              static_cast<int>(ledger::Mode::kShared) == GPUSTACK_GRANT_SHARED &&
+              static_cast<int>(ledger::Mode::kSliced) == GPUSTACK_GRANT_SLICED &&
+              static_cast<int>(ledger::Mode::kPartitioned) == GPUSTACK_GRANT_PARTITIONED);
 
-std::string ToString(const Capabilities& c) {
+std::string CapabilitiesText(gpustack_capabilities capabilities) {
   std::string out;
-  auto add = [&](bool set, const char* name) {
-    if (set) out += (out.empty() ? "" : ",") + std::string(name);
+  auto add = [&](gpustack_capabilities bit, const char* name) {
+    if ((capabilities & bit) != 0) out += (out.empty() ? "" : ",") + std::string(name);
   };
-  add(c.shared, "shared");
-  add(c.sliced, "sliced");
-  add(c.partitioned, "partitioned");
-  add(c.process_metrics, "process-metrics");
-  add(c.health_events, "health-events");
-  add(c.slice_objects, "slice-objects");
+  add(GPUSTACK_CAP_SHARED, "shared");
+  add(GPUSTACK_CAP_LOGICAL_SLICING, "sliced");
+  add(GPUSTACK_CAP_PARTITIONING, "partitioned");
+  add(GPUSTACK_CAP_PROCESS_METRICS, "process-metrics");
+  add(GPUSTACK_CAP_HEALTH_EVENTS, "health-events");
+  add(GPUSTACK_CAP_SLICE_OBJECTS, "slice-objects");
   return out.empty() ? "-" : out;
 }
 
-std::string_view HealthName(Health health) {
+std::string_view HealthName(gpustack_health health) {
   switch (health) {
-    case Health::kHealthy:
+    case GPUSTACK_HEALTH_HEALTHY:
       return "Healthy";
-    case Health::kUnhealthy:
+    case GPUSTACK_HEALTH_UNHEALTHY:
       return "Unhealthy";
-    case Health::kUnknown:
-      break;
+    default:
+      return "Unknown";
   }
-  return "Unknown";
 }
 
-size_t CardCount(const std::vector<CardGroup>& groups) {
+size_t CardCount(const std::vector<sdk::AcceleratorGroup>& groups) {
   size_t cards = 0;
-  for (const CardGroup& g : groups) cards += g.cards.size();
+  for (const sdk::AcceleratorGroup& g : groups) cards += g.accelerators.size();
   return cards;
+}
+
+gpustack_grant_mode ToGrantMode(ledger::Mode mode) {
+  return mode == ledger::Mode::kNone ? GPUSTACK_GRANT_EXCLUSIVE
+                                     : static_cast<gpustack_grant_mode>(mode);
 }
 
 }  // namespace gpustack::runtime

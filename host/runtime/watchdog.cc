@@ -296,63 +296,61 @@ void GuardedBackend::Shutdown() {
   });
 }
 
-Result<std::vector<CardGroup>> GuardedBackend::Discover() {
-  return Call<Result<std::vector<CardGroup>>>(*calls_, Hook::kDiscover, options_.deadline,
-                                              [](PluginBackend& b) { return b.Discover(); });
+Result<std::vector<sdk::AcceleratorGroup>> GuardedBackend::Discover() {
+  return Call<Result<std::vector<sdk::AcceleratorGroup>>>(
+      *calls_, Hook::kDiscover, options_.deadline, [](PluginBackend& b) { return b.Discover(); });
 }
 
-Result<std::vector<ContainerEdit>> GuardedBackend::Grant(const GrantRequest& request) {
-  return Call<Result<std::vector<ContainerEdit>>>(
+Result<std::vector<sdk::ContainerEdit>> GuardedBackend::Grant(const sdk::Grant& grant) {
+  return Call<Result<std::vector<sdk::ContainerEdit>>>(
       *calls_, Hook::kGrant, options_.deadline,
-      [request](PluginBackend& b) { return b.Grant(request); });
+      [grant](PluginBackend& b) { return b.Grant(grant); });
 }
 
-Result<std::vector<Partition>> GuardedBackend::ListPartitions(const std::string& card_id) {
-  return Call<Result<std::vector<Partition>>>(
+Result<std::vector<sdk::Partition>> GuardedBackend::ListPartitions(const std::string& card_id) {
+  return Call<Result<std::vector<sdk::Partition>>>(
       *calls_, Hook::kListPartitions, options_.deadline,
       [card_id](PluginBackend& b) { return b.ListPartitions(card_id); });
 }
 
-Result<Partition> GuardedBackend::CreatePartition(const PartitionRequest& request) {
-  return Call<Result<Partition>>(
+Result<sdk::Partition> GuardedBackend::CreatePartition(const sdk::CreatePartitionRequest& request) {
+  return Call<Result<sdk::Partition>>(
       *calls_, Hook::kCreatePartition, options_.deadline,
       [request](PluginBackend& b) { return b.CreatePartition(request); });
 }
 
-Status GuardedBackend::DestroyPartition(const PartitionRef& partition) {
+Status GuardedBackend::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
   return Call<Status>(*calls_, Hook::kDestroyPartition, options_.deadline,
-                      [partition](PluginBackend& b) { return b.DestroyPartition(partition); });
+                      [request](PluginBackend& b) { return b.DestroyPartition(request); });
 }
 
-Result<Samples> GuardedBackend::SampleMetrics(const std::vector<std::string>& card_ids,
-                                              bool include_processes) {
-  return Call<Result<Samples>>(*calls_, Hook::kSampleMetrics, options_.deadline,
-                               [card_ids, include_processes](PluginBackend& b) {
-                                 return b.SampleMetrics(card_ids, include_processes);
-                               });
+Result<client::MetricsSnapshot> GuardedBackend::SampleMetrics(const sdk::MetricsRequest& request) {
+  return Call<Result<client::MetricsSnapshot>>(
+      *calls_, Hook::kSampleMetrics, options_.deadline,
+      [request](PluginBackend& b) { return b.SampleMetrics(request); });
 }
 
-Result<std::vector<HealthEvent>> GuardedBackend::PollHealthEvents(uint32_t timeout_ms) {
-  return Call<Result<std::vector<HealthEvent>>>(
+Result<std::vector<sdk::HealthEvent>> GuardedBackend::PollHealthEvents(uint32_t timeout_ms) {
+  return Call<Result<std::vector<sdk::HealthEvent>>>(
       *polls_, Hook::kPollHealthEvents, options_.deadline + std::chrono::milliseconds(timeout_ms),
       [timeout_ms](PluginBackend& b) { return b.PollHealthEvents(timeout_ms); });
 }
 
-Result<std::vector<DeviceNode>> GuardedBackend::ListDeviceNodes(
+Result<std::vector<sdk::DeviceNode>> GuardedBackend::ListDeviceNodes(
     const std::vector<std::string>& card_ids) {
-  return Call<Result<std::vector<DeviceNode>>>(
+  return Call<Result<std::vector<sdk::DeviceNode>>>(
       *calls_, Hook::kListDeviceNodes, options_.deadline,
       [card_ids](PluginBackend& b) { return b.ListDeviceNodes(card_ids); });
 }
 
-Result<Slice> GuardedBackend::PrepareSlice(const SliceRequest& request) {
-  return Call<Result<Slice>>(*calls_, Hook::kPrepareSlice, options_.deadline,
-                             [request](PluginBackend& b) { return b.PrepareSlice(request); });
+Result<sdk::Slice> GuardedBackend::PrepareSlice(const sdk::PrepareSliceRequest& request) {
+  return Call<Result<sdk::Slice>>(*calls_, Hook::kPrepareSlice, options_.deadline,
+                                  [request](PluginBackend& b) { return b.PrepareSlice(request); });
 }
 
-Status GuardedBackend::UnprepareSlice(const SliceRef& slice) {
+Status GuardedBackend::UnprepareSlice(const sdk::UnprepareSliceRequest& request) {
   return Call<Status>(*calls_, Hook::kUnprepareSlice, options_.deadline,
-                      [slice](PluginBackend& b) { return b.UnprepareSlice(slice); });
+                      [request](PluginBackend& b) { return b.UnprepareSlice(request); });
 }
 
 }  // namespace gpustack::runtime

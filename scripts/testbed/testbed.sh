@@ -248,7 +248,7 @@ EOF
     | grep -c True)\" -ge $KWOK_NODES ]"
 }
 
-# The operator's credit transformations (reference §5.1) and exclusions: the `resources` section
+# The operator's credit transformations (docs/behaviour.md §5.1) and exclusions: the `resources` section
 # of the Kueue configuration the chart ships (charts/gpustack-operator/values.yaml), so the
 # testbed's Kueue runs what a `helm install` would.
 kueue_resources() {

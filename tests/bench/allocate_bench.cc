@@ -34,8 +34,8 @@ constexpr int kCards = 10;
 
 std::unique_ptr<runtime::NodeRuntime> Runtime(runtime::testing::Node& node) {
   auto script = runtime::testing::MakeScript("acme", 0x1234, kCards);
-  script->identity.capabilities.sliced = true;
-  for (runtime::Card& c : script->groups[0].cards) {
+  script->identity.capabilities |= GPUSTACK_CAP_LOGICAL_SLICING;
+  for (sdk::Accelerator& c : script->groups[0].accelerators) {
     c.logical_slice_count = 128;
     c.cores_percentage_overcommit = true;
   }
@@ -98,7 +98,7 @@ void Report(const char* mode, std::vector<double> micros) {
 
 node::ServedResource Sliced(runtime::NodeRuntime& runtime) {
   for (const auto& r : node::ResourcesOf(runtime.RunningIdentities().at(0), {})) {
-    if (r.family == node::ResourceFamily::kSliced) return r;
+    if (r.mode == ledger::Mode::kSliced) return r;
   }
   std::abort();
 }

@@ -39,7 +39,7 @@ DevicesSpec EightH100(int partitioned) {
 Request Slice(uint32_t percent) {
   Request r;
   r.manufacturer = "nvidia";
-  r.family = Family::kSliced;
+  r.mode = Mode::kSliced;
   r.memory_percentage = percent;
   r.units = SliceUnits(percent, 0, 81920);
   return r;
@@ -60,7 +60,7 @@ std::unique_ptr<NodeLedger> BusyNode(const std::string& name) {
     Must(node->Reserve({name + "-s" + std::to_string(i), "c"}, Slice(30)));
   Request mig;
   mig.manufacturer = "nvidia";
-  mig.family = Family::kPartitioned;
+  mig.mode = Mode::kPartitioned;
   mig.profile = "3g.40gb";
   mig.units = PartitionUnits(40960, 81920);
   Must(node->Reserve({name + "-m", "c"}, mig));
@@ -78,7 +78,7 @@ void BM_FitPartitionOnOneNode(benchmark::State& state) {
   auto node = BusyNode("n");
   Request r;
   r.manufacturer = "nvidia";
-  r.family = Family::kPartitioned;
+  r.mode = Mode::kPartitioned;
   r.profile = "1g.10gb";
   r.units = PartitionUnits(10240, 81920);
   for (auto _ : state) benchmark::DoNotOptimize(node->Fit(r));
@@ -91,7 +91,7 @@ void BM_ChooseNodeAmong1000(benchmark::State& state) {
   std::vector<const NodeLedger*> view;
   Request whole;
   whole.manufacturer = "nvidia";
-  whole.family = Family::kExclusive;
+  whole.mode = Mode::kExclusive;
   whole.count = 1;
   for (int i = 0; i < 1000; ++i) {
     nodes.push_back(BusyNode("n" + std::to_string(i)));

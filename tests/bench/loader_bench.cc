@@ -86,7 +86,7 @@ void BM_HookCall(benchmark::State& state) {
         std::make_unique<runtime::GuardedBackend>(std::move(backend), runtime::WatchdogOptions{});
   }
   state.SetLabel(state.range(0) == 1 ? "guarded" : "direct");
-  for (auto _ : state) benchmark::DoNotOptimize(backend->SampleMetrics({}, false));
+  for (auto _ : state) benchmark::DoNotOptimize(backend->SampleMetrics({}));
 }
 BENCHMARK(BM_HookCall)->Arg(0)->Arg(1)->ArgName("watchdog")->Unit(benchmark::kMicrosecond);
 

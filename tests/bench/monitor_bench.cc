@@ -55,7 +55,7 @@ void BM_MonitorSample(benchmark::State& state) {
   const bool processes = state.range(1) != 0;
   size_t cards = 0;
   for (auto _ : state) {
-    auto snapshot = plugin->SampleMetrics({}, processes);
+    auto snapshot = plugin->SampleMetrics({.accelerator_ids = {}, .include_processes = processes});
     if (!snapshot) {
       state.SkipWithError(snapshot.error().c_str());
       return;

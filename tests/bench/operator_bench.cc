@@ -28,6 +28,7 @@
 
 #include "host/kube/client.h"
 #include "host/kube/informer.h"
+#include "host/kube/quantity.h"
 #include "host/ledger/ledger.h"
 #include "host/ledger/views.h"
 #include "host/operator/fleet.h"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
     _exit(127);
   }
   const std::string capacity_wanted = std::to_string(nodes * 8);
-  const std::string quota_wanted = op::CanonicalQuantity(int64_t{nodes} * 8 * ledger::kCardCredits);
+  const std::string quota_wanted = kube::FormatDecimal(int64_t{nodes} * 8 * ledger::kCardCredits);
   auto converged = [&] {
     auto type = client.Get(resources::InstanceTypes(), "", kPool);
     if (!type || !type->contains("status")) return false;

@@ -1,4 +1,4 @@
-// The Pod webhook's server alone (the worker's WebhookServer with the MutatePod rule and a fixed
+// The Pod webhook's server alone (the project's https::Server with the MutatePod rule and a fixed
 // A10G InstanceType), for a load generator on loopback: scripts/bench-webhook.sh drives h2load
 // against it and this prints the server-side latency histogram when it stops.
 //   webhook_bench <port> <seconds>
@@ -6,9 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "host/https/server.h"
 #include "host/operator/admission.h"
-#include "host/operator/certs.h"
-#include "host/operator/webhook_server.h"
 #include "tests/bench/report.h"
 
 using namespace gpustack;
@@ -35,25 +34,26 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
-  auto ca = op::MakeCertificateAuthority("bench-ca", std::chrono::hours(24));
-  auto serving = op::MakeServingCertificate(*ca, "localhost", {"localhost"}, {"127.0.0.1"},
-                                            std::chrono::hours(24));
+  auto ca = https::MakeCertificateAuthority("bench-ca", std::chrono::hours(24));
+  auto serving = https::MakeServingCertificate(*ca, "localhost", {"localhost"}, {"127.0.0.1"},
+                                               std::chrono::hours(24));
   op::AdmissionView view;
   view.manufacturers = {{"nvidia", {"nvidia", "nvidia.com/gpu", "mig", "bench"}}};
   view.instance_type_by_entrance = [](const std::string&) {
     return std::make_shared<const Json>(A10gType());
   };
-  op::WebhookServerOptions options;
-  options.address = "127.0.0.1";
-  options.port = static_cast<uint16_t>(std::stoi(argv[1]));
-  op::WebhookServer server(
-      options,
-      {{op::kMutatePodPath, [&](const std::string& body) {
-          auto request = op::DecodeReview(body);
-          if (!request) return op::HttpAnswer{400, request.error()};
-          return op::HttpAnswer{200, op::EncodeReview(request->uid, op::MutatePod(*request, view))};
-        }}});
-  if (auto set = server.SetCertificate(serving->cert_pem, serving->key_pem); !set) return 1;
+  https::ServerOptions options{.name = "webhooks",
+                               .address = "127.0.0.1",
+                               .port = static_cast<uint16_t>(std::stoi(argv[1])),
+                               .threads = 2};
+  https::Server server(options,
+                       {{op::kMutatePodPath, {"POST"}, [&](const https::Request& in) {
+                           auto request = op::DecodeReview(in.body);
+                           if (!request) return https::Response{400, request.error()};
+                           return https::Response{
+                               200, op::EncodeReview(request->uid, op::MutatePod(*request, view))};
+                         }}});
+  if (auto set = server.SetCertificate(*serving); !set) return 1;
   if (auto started = server.Start(); !started) {
     std::fprintf(stderr, "%s\n", started.error().c_str());
     return 1;

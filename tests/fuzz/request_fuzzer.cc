@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& r : *requests) {
       const auto& q = r.request;
       if (q.units < 0 || q.units > d::kCardCredits) Fail();
-      if (q.family == d::Family::kShared && (q.count < 1 || q.count > 10)) Fail();
-      if ((q.family == d::Family::kSliced || q.family == d::Family::kPartitioned) && q.count != 1) {
+      if (q.mode == d::Mode::kShared && (q.count < 1 || q.count > 10)) Fail();
+      if ((q.mode == d::Mode::kSliced || q.mode == d::Mode::kPartitioned) && q.count != 1) {
         Fail();
       }
     }

@@ -1,7 +1,7 @@
 // `device-manager detect` on each fixture node, through the real binary, the production plugins
 // and the fake vendor libraries: the printed Devices spec must equal the node's expected spec,
-// and, fed to the ledger, must reproduce the capacity rows and node counts the reference
-// recorded on real clusters (reference-behaviour.md §12, items 3 and 13-16).
+// and, fed to the ledger, must reproduce the capacity rows and node counts the upstream operator
+// recorded on real clusters (docs/behaviour.md §12, items 3 and 13-16).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
@@ -157,7 +157,8 @@ TEST(DetectedLabels, CarryTheReferenceKeysAndValues) {
       "16Gi");
 }
 
-// Reference §12 item 22: the AMD RX 7800 XT group as the reference's detect printed it.
+// docs/behaviour.md §12 item 22: the AMD RX 7800 XT group as the upstream operator's detect printed
+// it.
 TEST(DetectedGroups, AmdRx7800XtMatchesTheRecordedDetect) {
   const json groups = Detect("mixed-nvidia-amd").report["devices"]["spec"]["groups"];
   const json* amd = nullptr;

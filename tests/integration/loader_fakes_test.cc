@@ -22,9 +22,8 @@ namespace gpustack::loader {
 namespace {
 
 namespace fs = std::filesystem;
-using runtime::Card;
-using runtime::CardGroup;
-using runtime::GrantMode;
+using sdk::Accelerator;
+using sdk::AcceleratorGroup;
 
 std::ostringstream captured_log_;
 
@@ -127,9 +126,9 @@ TEST(LoaderFakes, LargerStructsFromANewerPluginAreReadByTheirKnownPrefix) {
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->size(), 1u);
   EXPECT_EQ((*groups)[0].product, "Future Accelerator");
-  ASSERT_EQ((*groups)[0].cards.size(), 1u);
-  EXPECT_EQ((*groups)[0].cards[0].id, "FUTURE-0");
-  EXPECT_EQ((*groups)[0].cards[0].memory_mib, 2048u);
+  ASSERT_EQ((*groups)[0].accelerators.size(), 1u);
+  EXPECT_EQ((*groups)[0].accelerators[0].id, "FUTURE-0");
+  EXPECT_EQ((*groups)[0].accelerators[0].memory_mib, 2048u);
 }
 
 TEST(LoaderFakes, AnOlderMinorPluginLoadsIntoANewerHost) {
@@ -161,7 +160,7 @@ TEST(LoaderFakes, AClaimWithoutItsHookIsRefusedAndAHelperLeavesUnwrittenHooksNul
   // ABI 1.0 allowed the claim: that plugin still loads, without the capability it cannot serve.
   auto old = LoadOk("abi-1-0-no-grant");
   ASSERT_TRUE(old);
-  EXPECT_FALSE(old->identity().capabilities.shared);
+  EXPECT_FALSE(old->identity().Has(GPUSTACK_CAP_SHARED));
   EXPECT_FALSE(old->Provides(runtime::Hook::kGrant));
   // cpp-throws overrides Discover and Grant only: nothing else may appear in its table.
   auto helper = LoadOk("cpp-throws");
@@ -276,32 +275,32 @@ TEST(LoaderFakes, TheFullPluginRoundTripsEveryHook) {
   auto groups = plugin->Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->size(), 2u);
-  const Card& sliceable = (*groups)[0].cards[1];
+  const Accelerator& sliceable = (*groups)[0].accelerators[1];
   EXPECT_EQ(sliceable.id, "FAKE-A-1");
   EXPECT_EQ(sliceable.physical_indexes, std::vector<uint32_t>{11});
   EXPECT_EQ(sliceable.cpu_affinity, "0-15");
   EXPECT_EQ(sliceable.logical_slice_count, 16u);
-  const Card& partitioned = (*groups)[1].cards[0];
+  const Accelerator& partitioned = (*groups)[1].accelerators[0];
   ASSERT_EQ(partitioned.partition_profiles.size(), 2u);
   EXPECT_EQ(partitioned.partition_profiles[1].name, "4g.40gb");
   ASSERT_EQ(partitioned.partition_profiles[1].placements.size(), 2u);
-  EXPECT_EQ(partitioned.partition_mode, runtime::PartitionMode::kEnabled);
+  EXPECT_EQ(partitioned.partition_mode, GPUSTACK_PARTITION_MODE_ENABLED);
   EXPECT_EQ(partitioned.partition_profiles[1].placements[1].start, 4u);
 
   // A slice of a slice-objects plugin: prepared first, then granted by its id.
   auto slice = plugin->PrepareSlice({"FAKE-A-1", 4096, 40, "uid-1/main"});
   ASSERT_TRUE(slice) << slice.error();
-  EXPECT_EQ(slice->card_id, "FAKE-A-1");
-  auto edits =
-      plugin->Grant({"uid-1", "main", GrantMode::kSliced, {"FAKE-A-1"}, 4096, 40, {}, slice->id});
+  EXPECT_EQ(slice->accelerator_id, "FAKE-A-1");
+  auto edits = plugin->Grant(
+      {"uid-1", "main", GPUSTACK_GRANT_SLICED, {"FAKE-A-1"}, 4096, 40, {}, slice->id});
   ASSERT_TRUE(edits) << edits.error();
   ASSERT_EQ(edits->size(), 4u);
   EXPECT_EQ((*edits)[2].key, "FAKE_MEMORY_LIMIT_MIB");
   EXPECT_EQ((*edits)[2].value, "4096");
-  EXPECT_EQ((*edits)[1].kind, runtime::EditKind::kDeviceNode);
+  EXPECT_EQ((*edits)[1].kind, GPUSTACK_EDIT_DEVICE_NODE);
   EXPECT_EQ((*edits)[1].host_path, "/dev/fakectl");
   auto unprepared = plugin->Grant(
-      {"uid-1", "main", GrantMode::kSliced, {"FAKE-A-1"}, 4096, 40, {}, "SLICE-none"});
+      {"uid-1", "main", GPUSTACK_GRANT_SLICED, {"FAKE-A-1"}, 4096, 40, {}, "SLICE-none"});
   ASSERT_FALSE(unprepared);
   EXPECT_EQ(unprepared.code(), Code::kFailedPrecondition);
   EXPECT_TRUE(plugin->UnprepareSlice({"FAKE-A-1", slice->id, "uid-1/main"}));
@@ -311,13 +310,13 @@ TEST(LoaderFakes, TheFullPluginRoundTripsEveryHook) {
   ASSERT_TRUE(nodes) << nodes.error();
   ASSERT_EQ(nodes->size(), 2u);
   EXPECT_EQ((*nodes)[0].path, "fakectl");
-  EXPECT_EQ((*nodes)[1].card_id, "FAKE-P-0");
+  EXPECT_EQ((*nodes)[1].accelerator_id, "FAKE-P-0");
   EXPECT_EQ((*nodes)[1].path, "fake12");
 
   auto part = plugin->CreatePartition({"FAKE-P-0", "4g.40gb", {4, 4}, "pod-uid-1"});
   ASSERT_TRUE(part) << part.error();
   auto granted =
-      plugin->Grant({"uid-1", "main", GrantMode::kPartitioned, {"FAKE-P-0"}, 0, 0, part->id});
+      plugin->Grant({"uid-1", "main", GPUSTACK_GRANT_PARTITIONED, {"FAKE-P-0"}, 0, 0, part->id});
   ASSERT_TRUE(granted) << granted.error();
   EXPECT_EQ((*granted)[0].value, part->id);
   auto overlap = plugin->CreatePartition({"FAKE-P-0", "1g.10gb", {5, 1}, "pod-uid-2"});
@@ -325,7 +324,8 @@ TEST(LoaderFakes, TheFullPluginRoundTripsEveryHook) {
   EXPECT_EQ(overlap.code(), Code::kAlreadyExists);
   EXPECT_TRUE(plugin->DestroyPartition({"FAKE-P-0", part->id, "pod-uid-1"}));
 
-  auto metrics = plugin->SampleMetrics({"FAKE-A-0"}, true);
+  auto metrics =
+      plugin->SampleMetrics({.accelerator_ids = {"FAKE-A-0"}, .include_processes = true});
   ASSERT_TRUE(metrics) << metrics.error();
   ASSERT_EQ(metrics->devices.size(), 1u);
   EXPECT_EQ(metrics->devices[0].memory_utilization_percent, 0.0) << "measured zero stays zero";
@@ -388,7 +388,7 @@ TEST(LoaderFakes, CppExceptionsBecomeStatuses) {
   auto groups = plugin->Discover();
   ASSERT_FALSE(groups);
   EXPECT_EQ(groups.code(), Code::kInternal);
-  auto grant = plugin->Grant({"uid", "c", GrantMode::kExclusive, {"x"}});
+  auto grant = plugin->Grant({"uid", "c", GPUSTACK_GRANT_EXCLUSIVE, {"x"}});
   ASSERT_FALSE(grant);
   EXPECT_EQ(grant.code(), Code::kPermissionDenied);
   EXPECT_NE(grant.error().find("grant refused on purpose"), std::string::npos);

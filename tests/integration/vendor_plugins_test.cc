@@ -21,10 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using runtime::Card;
-using runtime::CardGroup;
-using runtime::Health;
-using runtime::PartitionMode;
+using sdk::Accelerator;
+using sdk::AcceleratorGroup;
 
 const std::string kNodes = GPUSTACK_NODES_DIR;  // scenario files
 const std::string kTrees = GPUSTACK_NODE_TREES_DIR;
@@ -82,7 +80,7 @@ TEST_F(VendorPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_EQ(groups->size(), 1u);
-  const CardGroup& g = groups->front();
+  const AcceleratorGroup& g = groups->front();
   EXPECT_EQ(g.product, "Tesla T4");
   EXPECT_EQ(g.memory_mib, 16384u);  // physical (NVML v2), not the 15360 usable
   EXPECT_EQ(g.cores, 2560u);
@@ -90,17 +88,17 @@ TEST_F(VendorPluginTest, DiscoversEveryCardWithTopologyAndTheDriverMinor) {
   EXPECT_EQ(g.compute_capability, "7.5");
   EXPECT_EQ(g.driver_version, "580.159.03");
   EXPECT_EQ(g.runtime_version, "13.0");
-  ASSERT_EQ(g.cards.size(), 4u);
+  ASSERT_EQ(g.accelerators.size(), 4u);
   for (uint32_t i = 0; i < 4; ++i) {
-    const Card& a = g.cards[i];
+    const Accelerator& a = g.accelerators[i];
     EXPECT_EQ(a.index, i);
     EXPECT_EQ(a.physical_indexes, std::vector<uint32_t>{i});
     EXPECT_EQ(a.pci_class, 0x030200u);
     EXPECT_EQ(a.logical_slice_count, 128u);
     EXPECT_TRUE(a.cores_percentage_overcommit);
-    EXPECT_EQ(a.partition_mode, PartitionMode::kUnsupported);
+    EXPECT_EQ(a.partition_mode, GPUSTACK_PARTITION_MODE_UNSUPPORTED);
   }
-  EXPECT_EQ(g.cards[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
+  EXPECT_EQ(g.accelerators[0].pci_bus_id, "0000:00:1b.0");  // NVML's 00000000:00:1B.0, normalized
 }
 
 TEST_F(VendorPluginTest, MissingLibraryIsUnavailableWithWhatToDo) {
@@ -143,17 +141,17 @@ TEST_F(VendorPluginTest, ACardThatStopsAnsweringIsReportedUnhealthyAndTheOthersS
 
   auto second = plugin.Discover();
   ASSERT_TRUE(second) << "one bad card must not fail the pass: " << second.error();
-  const std::vector<Card>& cards = second->front().cards;
+  const std::vector<Accelerator>& cards = second->front().accelerators;
   ASSERT_EQ(cards.size(), 4u) << "the cards that stopped answering are still reported";
-  EXPECT_EQ(cards[0].health, Health::kHealthy);
+  EXPECT_EQ(cards[0].health, GPUSTACK_HEALTH_HEALTHY);
   for (size_t i = 1; i < 4; ++i) {
-    EXPECT_EQ(cards[i].id, first->front().cards[i].id) << "named as it was last read";
-    EXPECT_EQ(cards[i].health, Health::kUnhealthy);
+    EXPECT_EQ(cards[i].id, first->front().accelerators[i].id) << "named as it was last read";
+    EXPECT_EQ(cards[i].health, GPUSTACK_HEALTH_UNHEALTHY);
     EXPECT_EQ(cards[i].health_reason, "nvml: uuid: GPU is lost (15)");
   }
-  auto snapshot = plugin.SampleMetrics({}, false);
+  auto snapshot = plugin.SampleMetrics({.accelerator_ids = {}, .include_processes = false});
   ASSERT_TRUE(snapshot) << snapshot.error();
-  EXPECT_EQ(snapshot->devices[3].health, Health::kUnhealthy);
+  EXPECT_EQ(snapshot->devices[3].health, GPUSTACK_HEALTH_UNHEALTHY);
   EXPECT_FALSE(snapshot->devices[3].memory_total_mib) << "nothing measured of a lost card";
 }
 
@@ -163,7 +161,7 @@ TEST_F(VendorPluginTest, TheLastGoodResultStaysWhenTheLibraryFailsAsAWhole) {
   runtime::LastGoodDiscovery published;
   auto first = plugin.Discover();
   ASSERT_TRUE(first) << first.error();
-  EXPECT_EQ(published.Update("nvidia", first).groups.front().cards.size(), 4u);
+  EXPECT_EQ(published.Update("nvidia", first).groups.front().accelerators.size(), 4u);
   auto second = plugin.Discover();
   ASSERT_FALSE(second);
   EXPECT_EQ(second.code(), Code::kInternal);
@@ -172,10 +170,10 @@ TEST_F(VendorPluginTest, TheLastGoodResultStaysWhenTheLibraryFailsAsAWhole) {
   const auto& entry = published.Update("nvidia", second);
   EXPECT_TRUE(entry.stale);
   ASSERT_EQ(entry.groups.size(), 1u);
-  EXPECT_EQ(entry.groups.front().cards.size(), 4u) << "the last good result is kept";
+  EXPECT_EQ(entry.groups.front().accelerators.size(), 4u) << "the last good result is kept";
 
   // A clean pass that finds nothing does remove them.
-  EXPECT_TRUE(published.Update("nvidia", std::vector<CardGroup>{}).groups.empty());
+  EXPECT_TRUE(published.Update("nvidia", std::vector<AcceleratorGroup>{}).groups.empty());
 }
 
 TEST_F(VendorPluginTest, ACardThatFailsItsFirstReadIsLeftOutAndTheOthersReported) {
@@ -184,8 +182,9 @@ TEST_F(VendorPluginTest, ACardThatFailsItsFirstReadIsLeftOutAndTheOthersReported
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 999}, {"after", 3}}}});
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().cards.size(), 3u);
-  for (const Card& c : groups->front().cards) EXPECT_EQ(c.health, Health::kHealthy);
+  ASSERT_EQ(groups->front().accelerators.size(), 3u);
+  for (const Accelerator& c : groups->front().accelerators)
+    EXPECT_EQ(c.health, GPUSTACK_HEALTH_HEALTHY);
 }
 
 TEST_F(VendorPluginTest, GrantsNameTheCardsAndCarryASlicesBudget) {
@@ -193,23 +192,23 @@ TEST_F(VendorPluginTest, GrantsNameTheCardsAndCarryASlicesBudget) {
   loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const std::string uuid = groups->front().cards[0].id;
-  auto whole = plugin.Grant({"pod", "main", runtime::GrantMode::kExclusive, {uuid}});
+  const std::string uuid = groups->front().accelerators[0].id;
+  auto whole = plugin.Grant({"pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {uuid}});
   ASSERT_TRUE(whole) << whole.error();
   ASSERT_EQ(whole->size(), 1u);
   EXPECT_EQ((*whole)[0].key, "NVIDIA_VISIBLE_DEVICES");
   EXPECT_EQ((*whole)[0].value, uuid);
-  // ARCHITECTURE §5.6: 20 % of the A10G's 24560 MiB is 4912 MiB.
-  auto slice = plugin.Grant({"pod", "main", runtime::GrantMode::kSliced, {uuid}, 4912, 20});
+  // docs/decisions.md D6: 20 % of the A10G's 24560 MiB is 4912 MiB.
+  auto slice = plugin.Grant({"pod", "main", GPUSTACK_GRANT_SLICED, {uuid}, 4912, 20});
   ASSERT_TRUE(slice) << slice.error();
   std::map<std::string, std::string> env;
-  for (const runtime::ContainerEdit& e : *slice) env[e.key] = e.value;
+  for (const sdk::ContainerEdit& e : *slice) env[e.key] = e.value;
   EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4912m");
   EXPECT_EQ(env.at("CUDA_DEVICE_SM_LIMIT"), "20");
   auto nodes = plugin.ListDeviceNodes({});
   ASSERT_TRUE(nodes) << nodes.error();
   std::vector<std::string> paths;
-  for (const runtime::DeviceNode& n : *nodes) paths.push_back(n.path);
+  for (const sdk::DeviceNode& n : *nodes) paths.push_back(n.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"nvidiactl", "nvidia-uvm", "nvidia0"}));
 }
 
@@ -217,19 +216,20 @@ TEST_F(VendorPluginTest, CardWithoutAMinorIsSkippedNotGuessed) {
   UseNode("nvidia-t4x4", {{"DeviceGetMinorNumber", {{"code", 3}, {"after", 3}}}});
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().cards.size(), 3u);
-  EXPECT_EQ(groups->front().cards.back().physical_indexes, std::vector<uint32_t>{2});
+  ASSERT_EQ(groups->front().accelerators.size(), 3u);
+  EXPECT_EQ(groups->front().accelerators.back().physical_indexes, std::vector<uint32_t>{2});
 }
 
 TEST_F(VendorPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlacements) {
   UseNode("nvidia-h100x8-mig-mixed");
   auto groups = Start().Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const auto& cards = groups->front().cards;
+  const auto& cards = groups->front().accelerators;
   ASSERT_EQ(cards.size(), 8u);
   for (size_t i = 0; i < cards.size(); ++i) {
     const bool mig = i < 3;
-    EXPECT_EQ(cards[i].partition_mode, mig ? PartitionMode::kEnabled : PartitionMode::kDisabled);
+    EXPECT_EQ(cards[i].partition_mode,
+              mig ? GPUSTACK_PARTITION_MODE_ENABLED : GPUSTACK_PARTITION_MODE_DISABLED);
     EXPECT_EQ(cards[i].logical_slice_count, mig ? 0u : 128u);
     EXPECT_EQ(cards[i].partition_profiles.size(), mig ? 6u : 0u);
   }
@@ -238,9 +238,9 @@ TEST_F(VendorPluginTest, MigModeCardsOfferTheTablesProfilesWithTheDriversPlaceme
   // The driver's "1g.10gb+me" variant is not a resource name and is left out.
   EXPECT_EQ(names, (std::vector<std::string>{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb",
                                              "7g.80gb"}));
-  const ledger::PartitionProfile& three = cards[0].partition_profiles[3];
+  const sdk::PartitionProfile& three = cards[0].partition_profiles[3];
   EXPECT_EQ(three.memory_slices, 4u);
-  EXPECT_EQ(three.count, 2u);
+  EXPECT_EQ(three.max_count, 2u);
   ASSERT_EQ(three.placements.size(), 2u);
   EXPECT_EQ(three.placements[1].start, 4u);
 }
@@ -250,8 +250,8 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
   loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().cards[0].id;
-  const std::string gpu7 = groups->front().cards[7].id;
+  const std::string gpu0 = groups->front().accelerators[0].id;
+  const std::string gpu7 = groups->front().accelerators[7].id;
 
   // The administrator's partition on GPU 7 is listed, with no owner.
   auto admin = plugin.ListPartitions(gpu7);
@@ -266,7 +266,7 @@ TEST_F(VendorPluginTest, PartitionsRoundTripWithOwnershipThatSurvivesARestart) {
 
   auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
   ASSERT_TRUE(made) << made.error();
-  EXPECT_EQ(made->card_id, gpu0);
+  EXPECT_EQ(made->accelerator_id, gpu0);
   EXPECT_EQ(made->id.rfind("MIG-", 0), 0u) << made->id;
   EXPECT_EQ(made->owner, "pod-1/main");
 
@@ -322,7 +322,7 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
   loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().cards[0].id;
+  const std::string gpu0 = groups->front().accelerators[0].id;
   auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
   ASSERT_TRUE(made) << made.error();
 
@@ -379,7 +379,7 @@ TEST_F(VendorPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
   loader::LoadedPlugin& plugin = Start();
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  auto made = plugin.CreatePartition({groups->front().cards[5].id, "1g.10gb", {0, 1}, "p"});
+  auto made = plugin.CreatePartition({groups->front().accelerators[5].id, "1g.10gb", {0, 1}, "p"});
   ASSERT_FALSE(made);
   EXPECT_EQ(made.code(), Code::kFailedPrecondition);
   EXPECT_NE(made.error().find("not in partition (MIG) mode"), std::string::npos) << made.error();
@@ -388,23 +388,24 @@ TEST_F(VendorPluginTest, PartitionsAreRefusedOnACardNotInMigMode) {
 TEST_F(VendorPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   UseNode("nvidia-t4x4", {{"DeviceGetPowerUsage", {{"code", 3}}}});
   loader::LoadedPlugin& plugin = Start();
-  auto snapshot = plugin.SampleMetrics({}, true);
+  auto snapshot = plugin.SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->devices.size(), 4u);
-  const runtime::DeviceSample& s = snapshot->devices[1];
+  const sdk::DeviceSample& s = snapshot->devices[1];
   EXPECT_EQ(s.memory_total_mib, 15360.0);
   EXPECT_EQ(s.memory_used_mib, 400.0);  // 300 + 1 x 100 in the fixture
   EXPECT_NEAR(*s.memory_utilization_percent, 100.0 * 400 / 15360, 1e-9);
   EXPECT_EQ(s.cores_utilization_percent, 10.0);
   EXPECT_EQ(s.temperature_celsius, 41.0);
   EXPECT_FALSE(s.power_watts.has_value()) << "not measured is absent, never zero";
-  EXPECT_EQ(s.health, Health::kHealthy);
+  EXPECT_EQ(s.health, GPUSTACK_HEALTH_HEALTHY);
   ASSERT_EQ(snapshot->processes.size(), 4u);
   EXPECT_EQ(snapshot->processes[1].pid, 4001u);
   EXPECT_EQ(snapshot->processes[1].memory_used_mib, 200.0);
   EXPECT_EQ(snapshot->processes[1].cores_utilization_percent, 10.0);
 
-  auto unknown = plugin.SampleMetrics({"GPU-nope"}, false);
+  auto unknown =
+      plugin.SampleMetrics({.accelerator_ids = {"GPU-nope"}, .include_processes = false});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.code(), Code::kNotFound);
 }
@@ -417,7 +418,7 @@ TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
   fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
   std::ofstream(fixture_copy_) << scenario.dump();
   ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_copy_.c_str(), 1);
-  auto snapshot = Start().SampleMetrics({}, true);
+  auto snapshot = Start().SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->processes.size(), 4u);
   EXPECT_FALSE(snapshot->processes[1].memory_used_mib.has_value());
@@ -430,7 +431,7 @@ TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesB
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libhgml.so", "thead");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const auto& cards = groups->front().cards;
+  const auto& cards = groups->front().accelerators;
   ASSERT_EQ(cards.size(), 2u);
   // The driver reports minors 1 and 2; the card nodes are /dev/alixpu_ppu0 and 1.
   EXPECT_EQ(cards[0].physical_indexes, std::vector<uint32_t>{0});
@@ -455,7 +456,7 @@ TEST_F(VendorPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libixml.so", "iluvatar");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().cards.size(), 2u);
+  ASSERT_EQ(groups->front().accelerators.size(), 2u);
   EXPECT_EQ(groups->front().cores, 0u) << "not reported by this library: left unknown";
   auto partitions = plugin.ListPartitions("");
   ASSERT_FALSE(partitions);
@@ -468,15 +469,15 @@ TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd");
   auto groups = plugin.Discover();
   ASSERT_TRUE(groups) << groups.error();
-  const CardGroup& g = groups->front();
+  const AcceleratorGroup& g = groups->front();
   EXPECT_EQ(g.product, "AMD Instinct MI210");
   EXPECT_EQ(g.cores, 104u);  // 208 SIMDs / 2 per CU
   EXPECT_EQ(g.compute_capability, "gfx90a");
   EXPECT_EQ(g.family, "CDNA2");
-  ASSERT_EQ(g.cards.size(), 2u);
-  EXPECT_EQ(g.cards[1].physical_indexes, (std::vector<uint32_t>{2, 129}));
+  ASSERT_EQ(g.accelerators.size(), 2u);
+  EXPECT_EQ(g.accelerators[1].physical_indexes, (std::vector<uint32_t>{2, 129}));
 
-  auto snapshot = plugin.SampleMetrics({}, true);
+  auto snapshot = plugin.SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(snapshot) << snapshot.error();
   ASSERT_EQ(snapshot->devices.size(), 2u);
   EXPECT_EQ(snapshot->devices[0].temperature_celsius, 46.0);
@@ -484,12 +485,12 @@ TEST_F(VendorPluginTest, AmdReadsRocmSmiAndKfdTopology) {
   // pid 9100 spans both cards: ROCm SMI cannot split its VRAM, so it is not measured per card;
   // pid 9101 runs on card 1 alone.
   ASSERT_EQ(snapshot->processes.size(), 3u);
-  for (const runtime::ProcessSample& p : snapshot->processes) {
+  for (const sdk::ProcessSample& p : snapshot->processes) {
     if (p.pid == 9100) {
       EXPECT_FALSE(p.memory_used_mib.has_value());
     } else {
       EXPECT_EQ(p.pid, 9101u);
-      EXPECT_EQ(p.card_id, g.cards[1].id);
+      EXPECT_EQ(p.accelerator_id, g.accelerators[1].id);
       EXPECT_EQ(p.memory_used_mib, 1024.0);
     }
   }
@@ -500,7 +501,7 @@ TEST_F(VendorPluginTest, AmdCardWithoutDrmNodesIsSkipped) {
   auto groups =
       Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd").Discover();
   ASSERT_TRUE(groups) << groups.error();
-  ASSERT_EQ(groups->front().cards.size(), 1u) << "a card without a unique id is skipped";
+  ASSERT_EQ(groups->front().accelerators.size(), 1u) << "a card without a unique id is skipped";
 }
 
 }  // namespace
@@ -555,19 +556,19 @@ class EveryVendor : public ::testing::TestWithParam<VendorCase> {
   std::string fixture_;
 };
 
-size_t Cards(const std::vector<CardGroup>& groups) { return runtime::CardCount(groups); }
+size_t Cards(const std::vector<AcceleratorGroup>& groups) { return runtime::CardCount(groups); }
 
 TEST_P(EveryVendor, DiscoversAndSamplesEveryCard) {
   auto plugin = Start(nullptr);
   auto groups = plugin->Discover();
   ASSERT_TRUE(groups) << groups.error();
   ASSERT_GT(Cards(*groups), 0u);
-  auto snapshot = plugin->SampleMetrics({}, true);
+  auto snapshot = plugin->SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(snapshot) << snapshot.error();
   EXPECT_EQ(snapshot->devices.size(), Cards(*groups));
-  for (const runtime::DeviceSample& s : snapshot->devices) {
-    EXPECT_TRUE(s.memory_total_mib.has_value()) << s.card_id;
-    EXPECT_TRUE(s.memory_used_mib.has_value()) << s.card_id;
+  for (const sdk::DeviceSample& s : snapshot->devices) {
+    EXPECT_TRUE(s.memory_total_mib.has_value()) << s.accelerator_id;
+    EXPECT_TRUE(s.memory_used_mib.has_value()) << s.accelerator_id;
   }
 }
 
@@ -595,11 +596,12 @@ TEST_P(EveryVendor, OneCardFailingAQueryIsReportedUnhealthyAndTheOthersStay) {
   auto second = plugin->Discover();
   ASSERT_TRUE(second) << "one bad card must not fail the pass: " << second.error();
   ASSERT_EQ(Cards(*second), cards);
-  std::vector<Card> flat;
-  for (const CardGroup& g : *second) flat.insert(flat.end(), g.cards.begin(), g.cards.end());
-  EXPECT_NE(flat[0].health, Health::kUnhealthy);
+  std::vector<Accelerator> flat;
+  for (const AcceleratorGroup& g : *second)
+    flat.insert(flat.end(), g.accelerators.begin(), g.accelerators.end());
+  EXPECT_NE(flat[0].health, GPUSTACK_HEALTH_UNHEALTHY);
   for (size_t i = 1; i < flat.size(); ++i) {
-    EXPECT_EQ(flat[i].health, Health::kUnhealthy) << flat[i].id;
+    EXPECT_EQ(flat[i].health, GPUSTACK_HEALTH_UNHEALTHY) << flat[i].id;
     EXPECT_FALSE(flat[i].health_reason.empty()) << flat[i].id;
   }
 }
@@ -610,20 +612,20 @@ TEST_P(EveryVendor, GrantsAndDeviceNodesCoverEveryCard) {
   ASSERT_TRUE(groups) << groups.error();
   auto nodes = plugin->ListDeviceNodes({});
   ASSERT_TRUE(nodes) << nodes.error();
-  for (const CardGroup& g : *groups) {
-    for (const Card& c : g.cards) {
-      auto edits = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {c.id}});
+  for (const AcceleratorGroup& g : *groups) {
+    for (const Accelerator& c : g.accelerators) {
+      auto edits = plugin->Grant({"pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {c.id}});
       ASSERT_TRUE(edits) << c.id << ": " << edits.error();
       EXPECT_FALSE(edits->empty()) << c.id;
       EXPECT_TRUE(std::any_of(nodes->begin(), nodes->end(),
-                              [&](const runtime::DeviceNode& n) { return n.card_id == c.id; }))
+                              [&](const sdk::DeviceNode& n) { return n.accelerator_id == c.id; }))
           << c.id << " has no device node";
     }
   }
-  auto none = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {}});
+  auto none = plugin->Grant({"pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {}});
   ASSERT_FALSE(none);
   EXPECT_EQ(none.code(), Code::kInvalidArgument);
-  auto unknown = plugin->Grant({"pod", "main", runtime::GrantMode::kExclusive, {"NOPE"}});
+  auto unknown = plugin->Grant({"pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {"NOPE"}});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.code(), Code::kNotFound);
 }

@@ -2,9 +2,9 @@
 // with the fake NVML standing in for the hardware. Real Pods start with what was injected, the
 // kubelet restarts, the daemon is killed while Pods are admitted; the tests run in order.
 //
-// The worker (issue 12) publishes the node counting keys that the scheduler charges slices and
-// partitions against (reference §3.6); until it exists, the test writes them on the Node, as the
-// worker will, and says so where it does.
+// The worker publishes the node counting keys that the scheduler charges slices and partitions
+// against (docs/behaviour.md §3.6); no worker runs in this fixture, so the test writes them on the
+// Node as the worker does, and says so where it does.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -149,7 +149,8 @@ Json NodeObject() { return Json::parse(Kubectl("get node testbed-node -o json"))
   return ::testing::AssertionFailure() << "allocatable is " << last;
 }
 
-// The worker's counting keys (§3.6), written on the Node's capacity as the worker will.
+// The worker's counting keys (docs/behaviour.md §3.6), written on the Node's capacity as the worker
+// does.
 void SetCountingKeys(const Json& capacity) {
   int status = 0;
   const std::string out = Kubectl("patch node testbed-node --subresource=status --type=merge -p '" +
@@ -271,14 +272,16 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
   ASSERT_TRUE(OurSockets().empty()) << "the device-plugin directory is not clean";
   Daemon daemon("nvidia-a10g");
   daemon.Start();
-  // §6.1 on one A10G: a card, 10 ownership slots, 128 slices, no partition, 512 visibility.
+  // docs/behaviour.md §6.1 on one A10G: a card, 10 ownership slots, 128 slices, no partition, 512
+  // visibility.
   ASSERT_TRUE(AllocatableBecomes({{"nvidia.com/gpu", 1},
                                   {"nvidia.com/gpu.shared", 10},
                                   {"nvidia.com/gpu.sliced", 128},
                                   {"nvidia.com/gpu.partitioned", 0},
                                   {"device.gpustack.ai/nvidia.visibility", 512}}))
       << daemon.Log();
-  // The Devices object: the spec detect prints, the plugin running, the node's §3.4 labels.
+  // The Devices object: the spec detect prints, the plugin running, the node's docs/behaviour.md
+  // §3.4 labels.
   ASSERT_TRUE(WaitFor([&] { return !DevicesStatus().is_null(); })) << daemon.Log();
   auto devices = client_->Get(resources::Devices(), "", kNode);
   ASSERT_TRUE(devices);
@@ -311,7 +314,7 @@ TEST_F(NodeE2e, A10gWholeSlicedRestartsAndKill) {
   ASSERT_TRUE(WaitFor([&] { return CardModes()[kA10g].first == 0; })) << DevicesStatus().dump();
   EXPECT_TRUE(AllocatableBecomes({{"nvidia.com/gpu.sliced", 128}}));
 
-  // A 20 % slice: 24560 MiB x 20 % = 4912 MiB (ARCHITECTURE decision 6). The counting keys are
+  // A 20 % slice: 24560 MiB x 20 % = 4912 MiB (docs/decisions.md D6). The counting keys are
   // generous here on purpose, so the over-asking Pod below passes the scheduler and meets gate 5.
   SetCountingKeys({{"nvidia.com/gpu.sliced.memory-percentage", "1000"},
                    {"nvidia.com/gpu.sliced.cores-percentage", "12800"}});

@@ -1,7 +1,7 @@
 // `gpustack-operator worker` on the testbed's real apiserver, scheduler, controller-manager, kwok
-// and Kueue (fixture testbed_full). The fleet is the reference's cluster A (§12): four kwok nodes
-// whose Devices objects are the detect output of the fixture nodes, published as the node daemon
-// would publish them. Label operator-e2e.
+// and Kueue (fixture testbed_full). The fleet is the upstream operator's cluster A
+// (docs/behaviour.md §12): four kwok nodes whose Devices objects are the detect output of the
+// fixture nodes, published as the node daemon would publish them. Label operator-e2e.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "host/kube/quantity.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/ledger.h"
 #include "host/ledger/views.h"
@@ -68,8 +69,8 @@ const std::map<std::string, ledger::ResourceKind> kKinds = {
     {"amd", {"amd", "amd.com/gpu", ""}},
     {"example", {"example", "example.com/accel", ""}}};
 
-// The kwok Node: NFD's CPU labels, the device manager's labels of §3.4, and in its capacity the
-// tokens its device plugin would advertise (what a kubelet would show).
+// The kwok Node: NFD's CPU labels, the device manager's labels of docs/behaviour.md §3.4, and in
+// its capacity the tokens its device plugin would advertise (what a kubelet would show).
 Json NodeObject(const FleetNode& n, bool allocatable_counting_keys = false) {
   Json capacity = {{"cpu", std::to_string(n.cores)}, {"memory", "64Gi"}, {"pods", "110"}};
   Json labels = {{"type", "gpustack-fleet"},          {"kubernetes.io/os", "linux"},
@@ -86,7 +87,7 @@ Json NodeObject(const FleetNode& n, bool allocatable_counting_keys = false) {
       // the allocatable (kwok does not): the scheduler fits the derived keys on them.
       if (allocatable_counting_keys) {
         for (const auto& [k, v] : ledger::CountingKeys(ledger, kKinds.at(g.manufacturer)))
-          capacity[k] = op::CanonicalQuantity(v);
+          capacity[k] = kube::FormatDecimal(v);
       }
     }
   }
@@ -290,7 +291,7 @@ class OperatorE2e : public ::testing::Test {
 };
 
 TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
-  // §12.1: exactly seven flavors.
+  // docs/behaviour.md §12.1: exactly seven flavors.
   const std::set<std::string> flavors = {
       "gpustack--amd-epyc-7r13-linux-amd64-16c",
       "gpustack--amd-epyc-7r32--nvidia-a10g-linux-amd64-1d",
@@ -302,7 +303,7 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
   EXPECT_TRUE(WaitFor([&] {
     return Names(kFlavors, "resource.gpustack.ai/type=nodes") == flavors;
   })) << worker_->Log();
-  // §12.2 and §12.3 (decisions 1 and 3 for the SH and CPU columns).
+  // docs/behaviour.md §12.2 and §12.3 (docs/decisions.md D1 and D3 for the SH and CPU columns).
   EXPECT_TRUE(WaitFor([&] {
     return Names(kClusterQueues, "resource.gpustack.ai/type=instancetypes") ==
            std::set<std::string>{kGeneric, kA10g, kT4};
@@ -318,7 +319,7 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
   EXPECT_NE(table.find("ENTRANCE"), std::string::npos) << table;
   EXPECT_NE(table.find("1/1 10/10 100/100 0/0"), std::string::npos) << table;
 
-  // §12.7: the A10G queue, its check Active.
+  // docs/behaviour.md §12.7: the A10G queue, its check Active.
   Json queue;
   ASSERT_TRUE(WaitFor([&] {
     auto q = client_->Get(kClusterQueues, "", kA10g);
@@ -339,12 +340,14 @@ TEST_F(OperatorE2e, ClusterAPoolsFlavorsAndQueues) {
   EXPECT_EQ((*check)["spec"]["controllerName"], "worker.gpustack.ai/node-devices");
   EXPECT_NE((*check)["status"].dump().find("\"Active\""), std::string::npos) << check->dump();
 
-  // §12.5: the worker's labels on node-a10g; the kwok nodes the testbed made are not managed.
+  // docs/behaviour.md §12.5: the worker's labels on node-a10g; the kwok nodes the testbed made are
+  // not managed.
   const Json node = *client_->Get(resources::Nodes(), "", "node-a10g");
   EXPECT_EQ(node["metadata"]["labels"]["general.feature.gpustack.ai/amd-epyc-7r32.count"], "4");
   EXPECT_EQ(node["metadata"]["labels"]["shared-free-cards.fit.gpustack.ai/nvidia-a10g"], "1");
 
-  // §5.1 / §12.20: an entrance per queue in every namespace that is not the system's.
+  // docs/behaviour.md §5.1 / docs/behaviour.md §12.20: an entrance per queue in every namespace
+  // that is not the system's.
   const std::string ns = testing::CreateNamespace(*client_, "entrances");
   std::set<std::string> entrances;
   EXPECT_TRUE(WaitFor([&] {
@@ -382,7 +385,7 @@ TEST_F(OperatorE2e, DevicesChangesMoveTheViews) {
   ledger::Request slice;
   slice.manufacturer = "nvidia";
   slice.base = "nvidia.com/gpu";
-  slice.family = ledger::Family::kSliced;
+  slice.mode = ledger::Mode::kSliced;
   slice.memory_percentage = 20;
   slice.units = 320000;
   auto publish = [&](const Json& status) {
@@ -392,9 +395,9 @@ TEST_F(OperatorE2e, DevicesChangesMoveTheViews) {
     auto done = client_->Apply(resources::Devices(), object, {"operator-e2e", true}, "status");
     ASSERT_TRUE(done) << done.error();
   };
-  // A 20 % slice charged (§12.9), then released.
-  // The node's fit labels (§3.7) follow its ledger too: a node the worker had found needing
-  // nothing is looked at again when its Devices object changes.
+  // A 20 % slice charged (docs/behaviour.md §12.9), then released.
+  // The node's fit labels (docs/behaviour.md §3.7) follow its ledger too: a node the worker had
+  // found needing nothing is looked at again when its Devices object changes.
   auto fit = [&](const std::string& want) {
     return WaitFor([&] {
       const Json node = *client_->Get(resources::Nodes(), "", "node-a10g");
@@ -424,7 +427,7 @@ TEST_F(OperatorE2e, DevicesChangesMoveTheViews) {
 }
 
 TEST_F(OperatorE2e, UnmanagingANodeEmptiesItsPoolAndBack) {
-  // §12.8.
+  // docs/behaviour.md §12.8.
   Kubectl("label node node-a10g gpustack.ai/managed=false --overwrite");
   EXPECT_TRUE(RowBecomes(
       kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Inactive"));
@@ -471,7 +474,8 @@ TEST_F(OperatorE2e, ADeletedQueueIsRecreatedAndInactiveHoldsIt) {
 TEST_F(OperatorE2e, AQueueStoppedBySomeoneElseMakesItsTypeInactive) {
   ASSERT_TRUE(RowBecomes(
       kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
-  // §5.1: stopped by any means back-fills inactive=true (sticky); the queue stays held.
+  // docs/behaviour.md §5.1: stopped by any means back-fills inactive=true (sticky); the queue stays
+  // held.
   Kubectl(std::string("patch clusterqueue ") + kT4 +
           " --type merge -p '{\"spec\":{\"stopPolicy\":\"Hold\"}}'");
   EXPECT_TRUE(WaitFor([&] {
@@ -568,7 +572,8 @@ TEST_F(OperatorE2e, KueueAdmitsPodsThroughTheEntrances) {
 }
 
 TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
-  // Cluster B's mixed node (§12.16: GPUs 0-2 in MIG mode) and a node with two vendors.
+  // Cluster B's mixed node (docs/behaviour.md §12.16: GPUs 0-2 in MIG mode) and a node with two
+  // vendors.
   const FleetNode h100{"node-h100", "Intel", "Intel(R) Xeon(R) Platinum 8480+", 224,
                        Expected("nvidia-h100x8-mig-mixed")};
   const FleetNode mixed{"node-mixed", "AMD", "AMD EPYC 7763 64-Core Processor", 128,
@@ -591,7 +596,8 @@ TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
                              " 4/16Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
   EXPECT_TRUE(RowBecomes(
       kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 224/424 Active"));
-  // §3.6 / §12.16: the counting keys the scheduler fits on, on the Node.
+  // docs/behaviour.md §3.6 / docs/behaviour.md §12.16: the counting keys the scheduler fits on, on
+  // the Node.
   const std::map<std::string, std::string> keys = {
       {"nvidia.com/gpu.sliced.units", "8M"},
       {"nvidia.com/gpu.sliced.cores-percentage", "64k"},
@@ -625,7 +631,7 @@ TEST_F(OperatorE2e, NodesJoiningAndLeavingMoveCapacityAndCountingKeys) {
 }
 
 TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
-  // §12.10: an admin's type beside the derived A10G one.
+  // docs/behaviour.md §12.10: an admin's type beside the derived A10G one.
   const std::string name = "a10g-12c128g";
   auto made = client_->Create(resources::InstanceTypes(), Json::parse(R"({
     "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
@@ -656,8 +662,8 @@ TEST_F(OperatorE2e, ACustomInstanceTypeGetsAQueueAndDrainsWhenDeleted) {
 }
 
 TEST_F(OperatorE2e, SettingsAreReadOnline) {
-  // §12.11: flipping instance-type-aware-cpu-manufacturer in the settings Secret regroups the
-  // pools without a restart; the flavors stay, the old types stay.
+  // docs/behaviour.md §12.11: flipping instance-type-aware-cpu-manufacturer in the settings Secret
+  // regroups the pools without a restart; the flavors stay, the old types stay.
   auto patch = [&](const std::string& value) {
     ASSERT_TRUE(
         client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
@@ -795,8 +801,9 @@ std::string OverCommit(Client& client, const std::vector<std::string>& namespace
   return "";
 }
 
-// What the Pod webhook must derive for a partition of `profile` on the pool of `type` (§4.1): its
-// memory folded through the card's, as the InstanceType's detail publishes them.
+// What the Pod webhook must derive for a partition of `profile` on the pool of `type`
+// (docs/behaviour.md §4.1): its memory folded through the card's, as the InstanceType's detail
+// publishes them.
 std::string PartitionUnits(const Json& type, const std::string& profile) {
   const ledger::FoldContext fold = op::FoldContextOf(&type);
   for (const ledger::PartitionProfile& p : fold.offered_profiles)
@@ -890,7 +897,7 @@ TEST_F(AdmissionE2e, PodRulesAnswerThroughTheApiserverWithTheReferenceMessages) 
   struct Case {
     std::string name;
     Json containers, init;
-    std::string gist;  // the reference's wording (§4.3)
+    std::string gist;  // the upstream operator's wording (docs/behaviour.md §4.3)
   };
   const std::vector<Case> refused = {
       {"rule1-families",
@@ -1022,7 +1029,7 @@ TEST_F(AdmissionE2e, PodRulesAnswerThroughTheApiserverWithTheReferenceMessages) 
     const Json pod = Json::parse(out.substr(out.find('{')));
     for (const auto& [key, value] : a.derived) {
       const Json got = pod["spec"]["containers"][0]["resources"]["limits"].value(key, Json());
-      EXPECT_EQ(op::MilliQuantity(got), op::MilliQuantity(Json(value)))
+      EXPECT_EQ(kube::MilliOf(got), kube::MilliOf(Json(value)))
           << a.name << " " << key << ": " << got;
     }
   }
@@ -1038,8 +1045,8 @@ TEST_F(AdmissionE2e, InstanceTypeWebhooksDefaultValidateAndKeepTheShape) {
                  {"arch", "amd64"},
                  {"unitResources", {{"cpu", "2"}, {"ram", "4Gi"}}},
                  {"localStorage", "10Gi"}}}};
-  // §5.4's shape rules: the CRD's own rules answer first (the validating webhook holds the same
-  // ones for a server without them).
+  // docs/behaviour.md §5.4's shape rules: the CRD's own rules answer first (the validating webhook
+  // holds the same ones for a server without them).
   auto refused = client_->Create(resources::InstanceTypes(), type);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("a CPU-only InstanceType has a unit of exactly 1 CPU"),
@@ -1048,7 +1055,7 @@ TEST_F(AdmissionE2e, InstanceTypeWebhooksDefaultValidateAndKeepTheShape) {
   type["spec"]["unitResources"]["cpu"] = "1";
   auto created = client_->Create(resources::InstanceTypes(), type);
   ASSERT_TRUE(created) << created.error();
-  // The defaulting webhook stamped the schedule labels at creation (§5.4).
+  // The defaulting webhook stamped the schedule labels at creation (docs/behaviour.md §5.4).
   EXPECT_EQ((*created)["spec"]["generalGroup"], "generic");
   EXPECT_EQ((*created)["metadata"]["labels"][op::kEntranceLabel], op::EntranceName("e2e-cpu-2c"));
   EXPECT_EQ((*created)["metadata"]["labels"]["feature.gpustack.ai/acceleratable"], "false");
@@ -1091,7 +1098,7 @@ TEST_F(AdmissionE2e, InstanceWebhooksDefaultAndRefuseAtAdmission) {
                   {"volume", {{"ephemeral", {{"capacity", "1Gi"}}}}},
                   {"resources", resources}}}};
   };
-  // §12.9's sliced Instance: the unit (8 CPU / 64Gi) scaled by the 20 % it takes.
+  // docs/behaviour.md §12.9's sliced Instance: the unit (8 CPU / 64Gi) scaled by the 20 % it takes.
   auto made =
       client_->Create(resources::Instances(),
                       instance("sliced", kA10g, {{"acceleratorSlicedMemoryPercentage", 20}}));
@@ -1108,7 +1115,7 @@ TEST_F(AdmissionE2e, InstanceWebhooksDefaultAndRefuseAtAdmission) {
   EXPECT_NE(changed.error().find("spec.image: Forbidden: stop the Instance first"),
             std::string::npos)
       << changed.error();
-  // Refused at admission, never left Pending (§4.4).
+  // Refused at admission, never left Pending (docs/behaviour.md §4.4).
   struct Refused {
     std::string type;
     Json resources;

@@ -1,6 +1,6 @@
 // The plugins' partition tables (plugins/support) in the ledger's own types, for the ledger's
-// tests, benchmarks and fuzzers: the ground truth of the reference's worked examples. Test code
-// only; the ledger itself never links plugin code.
+// tests, benchmarks and fuzzers: the ground truth of the upstream operator's worked examples. Test
+// code only; the ledger itself never links plugin code.
 #ifndef GPUSTACK_TESTS_SUPPORT_LEDGER_TABLES_H_
 #define GPUSTACK_TESTS_SUPPORT_LEDGER_TABLES_H_
 

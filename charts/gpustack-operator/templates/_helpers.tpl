@@ -85,7 +85,7 @@ annotations:
 {{- join "," $off -}}
 {{- end -}}
 
-{{/* GPUSTACK_<MFR>_* for the worker and the device manager (reference §10.2). */}}
+{{/* GPUSTACK_<MFR>_* for the worker and the device manager (docs/behaviour.md §10.2). */}}
 {{- define "gpustack.manufacturerEnv" -}}
 {{- range $key, $row := .Values.global.manufacturers }}
 {{- if $row }}

@@ -1,4 +1,4 @@
-// Node specs of the reference's worked examples, built from the partition tables.
+// Node specs of the upstream operator's worked examples, built from the partition tables.
 #ifndef GPUSTACK_HOST_LEDGER_TESTS_FIXTURES_H_
 #define GPUSTACK_HOST_LEDGER_TESTS_FIXTURES_H_
 
@@ -58,7 +58,7 @@ inline Request Sliced(uint32_t percent, uint64_t card_mib = 81920, uint32_t core
   Request r;
   r.manufacturer = "nvidia";
   r.base = "nvidia.com/gpu";
-  r.family = Family::kSliced;
+  r.mode = Mode::kSliced;
   r.memory_percentage = percent;
   r.cores_percentage = cores;
   r.units = SliceUnits(percent, 0, card_mib);
@@ -70,17 +70,17 @@ inline Request Partition(const std::string& profile, uint64_t profile_mib,
   Request r;
   r.manufacturer = "nvidia";
   r.base = "nvidia.com/gpu";
-  r.family = Family::kPartitioned;
+  r.mode = Mode::kPartitioned;
   r.profile = profile;
   r.units = PartitionUnits(profile_mib, card_mib);
   return r;
 }
 
-inline Request Whole(Family family, uint32_t count) {
+inline Request Whole(Mode mode, uint32_t count) {
   Request r;
   r.manufacturer = "nvidia";
   r.base = "nvidia.com/gpu";
-  r.family = family;
+  r.mode = mode;
   r.count = count;
   return r;
 }

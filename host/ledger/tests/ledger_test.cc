@@ -29,8 +29,8 @@ TEST(Ledger, TwoThirtyPercentSlicesShareACardTwoSixtiesDoNot) {
 
 TEST(Ledger, NeverTwoModesOnOneCard) {
   NodeLedger node("n", A10gNode());
-  ASSERT_TRUE(node.Reserve({"p1", "c"}, Whole(Family::kShared, 2)));
-  auto exclusive = node.Reserve({"p2", "c"}, Whole(Family::kExclusive, 1));
+  ASSERT_TRUE(node.Reserve({"p1", "c"}, Whole(Mode::kShared, 2)));
+  auto exclusive = node.Reserve({"p2", "c"}, Whole(Mode::kExclusive, 1));
   ASSERT_FALSE(exclusive);
   EXPECT_EQ(exclusive.error(),
             "no nvidia card on node n fits an exclusive request for 1 card(s) (0 free): [0] "
@@ -38,8 +38,8 @@ TEST(Ledger, NeverTwoModesOnOneCard) {
   auto slice = node.Reserve({"p3", "c"}, Sliced(10, 24576));
   ASSERT_FALSE(slice);
   EXPECT_NE(slice.error().find("held Shared"), std::string::npos);
-  ASSERT_TRUE(node.Reserve({"p4", "c"}, Whole(Family::kShared, 8)));
-  auto full = node.Reserve({"p5", "c"}, Whole(Family::kShared, 1));
+  ASSERT_TRUE(node.Reserve({"p4", "c"}, Whole(Mode::kShared, 8)));
+  auto full = node.Reserve({"p5", "c"}, Whole(Mode::kShared, 1));
   ASSERT_FALSE(full);
   EXPECT_NE(full.error().find("0 free ownership slot(s) < 1"), std::string::npos) << full.error();
 }
@@ -47,12 +47,12 @@ TEST(Ledger, NeverTwoModesOnOneCard) {
 TEST(Ledger, ExclusiveTakesWholeFreeCardsInOrder) {
   NodeLedger node("n", T4Node(4, "GPU-"));
   ASSERT_TRUE(node.Reserve({"p0", "c"}, Sliced(10, 16384)));  // lands on GPU-0
-  auto three = node.Reserve({"p1", "c"}, Whole(Family::kExclusive, 3));
+  auto three = node.Reserve({"p1", "c"}, Whole(Mode::kExclusive, 3));
   ASSERT_TRUE(three) << three.error();
   ASSERT_EQ(three->charges.size(), 3u);
   EXPECT_EQ(three->charges[0].accelerator_id, "GPU-1");
   EXPECT_EQ(three->charges[2].accelerator_id, "GPU-3");
-  EXPECT_FALSE(node.Reserve({"p2", "c"}, Whole(Family::kExclusive, 1)));
+  EXPECT_FALSE(node.Reserve({"p2", "c"}, Whole(Mode::kExclusive, 1)));
 }
 
 TEST(Ledger, ComputeBudgetsCapAt100WithoutOvercommit) {
@@ -164,7 +164,7 @@ TEST(Ledger, RestoreRefusesWhatWouldOverAdmit) {
 
 TEST(Ledger, NoCardOfTheManufacturer) {
   NodeLedger node("n", A10gNode());
-  Request r = Whole(Family::kExclusive, 1);
+  Request r = Whole(Mode::kExclusive, 1);
   r.manufacturer = "amd";
   auto fit = node.Fit(r);
   ASSERT_FALSE(fit);
@@ -177,7 +177,7 @@ TEST(Ledger, UnhealthyCardsTakeNothing) {
   DevicesSpec spec = T4Node(2, "GPU-");
   spec.groups[0].accelerators[0].unhealthy = true;
   NodeLedger node("n", spec);
-  auto a = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 1));
+  auto a = node.Reserve({"p", "c"}, Whole(Mode::kExclusive, 1));
   ASSERT_TRUE(a);
   EXPECT_EQ(a->charges[0].accelerator_id, "GPU-1");
   EXPECT_EQ(FormatViews(ComputePoolViews({&node}, "nvidia", "tesla-t4")), "0/0 0/0 0/0 0/0");
@@ -193,8 +193,7 @@ TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
   using namespace testing;
   std::vector<NodeLedger> nodes;
   for (int i = 0; i < 5; ++i) nodes.emplace_back("n" + std::to_string(i), A10gNode());
-  for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(nodes[i].Reserve({"p", "c"}, Whole(Family::kExclusive, 1)));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(nodes[i].Reserve({"p", "c"}, Whole(Mode::kExclusive, 1)));
   std::vector<const NodeLedger*> all;
   for (const NodeLedger& n : nodes) all.push_back(&n);
   auto fit = FitOnNodes(all, Sliced(50, 24576));
@@ -208,7 +207,7 @@ TEST(Ledger, FitOnNodesTakesTheFirstNodeThatFitsAndExplainsWhenNoneDoes) {
       << none.error();
   nodes.emplace_back("n5", A10gNode());
   for (NodeLedger& n : nodes) {
-    static_cast<void>(n.Reserve({"q", "c"}, Whole(Family::kExclusive, 1)));  // fills n3..n5
+    static_cast<void>(n.Reserve({"q", "c"}, Whole(Mode::kExclusive, 1)));  // fills n3..n5
   }
   all.clear();
   for (const NodeLedger& n : nodes) all.push_back(&n);
@@ -310,11 +309,11 @@ TEST(LedgerReview, RestoreRefusesAnOutOfRangeComputeBudget) {
 TEST(LedgerReview, AReservationOfNothingIsRefusedSoTheOwnerIsNotRecorded) {
   using namespace testing;
   NodeLedger node("n", T4Node(2, "GPU-t4-"));
-  auto empty = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 0));
+  auto empty = node.Reserve({"p", "c"}, Whole(Mode::kExclusive, 0));
   ASSERT_FALSE(empty);
   EXPECT_EQ(empty.code(), Code::kInvalidArgument);
   EXPECT_TRUE(node.allocations().empty());
-  auto real = node.Reserve({"p", "c"}, Whole(Family::kExclusive, 1));
+  auto real = node.Reserve({"p", "c"}, Whole(Mode::kExclusive, 1));
   ASSERT_TRUE(real) << real.error();
   EXPECT_EQ(real->charges.size(), 1u) << "the later real request is charged";
 }

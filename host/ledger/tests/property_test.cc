@@ -84,9 +84,9 @@ Request RandomRequest(std::mt19937& rng) {
       {"3g.40gb", 40960}, {"4g.40gb", 40960}, {"7g.80gb", 81920}};
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
     case 0:
-      return Whole(Family::kExclusive, std::uniform_int_distribution<uint32_t>(1, 3)(rng));
+      return Whole(Mode::kExclusive, std::uniform_int_distribution<uint32_t>(1, 3)(rng));
     case 1:
-      return Whole(Family::kShared, std::uniform_int_distribution<uint32_t>(1, 10)(rng));
+      return Whole(Mode::kShared, std::uniform_int_distribution<uint32_t>(1, 10)(rng));
     case 2:
       return Sliced(std::uniform_int_distribution<uint32_t>(1, 100)(rng), 81920,
                     std::uniform_int_distribution<uint32_t>(1, 100)(rng));

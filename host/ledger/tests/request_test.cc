@@ -1,5 +1,5 @@
-// The seven admission rules (reference 4.3): each accepted and rejected case with its message,
-// and the quantity edge cases.
+// The seven admission rules (docs/behaviour.md §4.3): each accepted and rejected case with its
+// message, and the quantity edge cases.
 #include <gtest/gtest.h>
 
 #include "host/ledger/request.h"
@@ -42,7 +42,7 @@ TEST(Rules, OneFamilyOneGroup) {
   ASSERT_TRUE(ok) << ok.error();
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[1].container, "b");
-  EXPECT_EQ((*ok)[1].request.family, Family::kExclusive);
+  EXPECT_EQ((*ok)[1].request.mode, Mode::kExclusive);
 
   ExpectRejected(Pod({Container("a", {{"nvidia.com/gpu", "1"}}),
                       Container("b", {{"nvidia.com/gpu.sliced", "1"},

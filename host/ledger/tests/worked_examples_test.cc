@@ -1,4 +1,4 @@
-// The reference's worked examples, with ARCHITECTURE.md section 5 decisions 1 and 2 applied
+// The upstream operator's worked examples, with docs/decisions.md D1 and D2 applied
 // (SH onceMax = most free slots on one card; PT onceMax is 0 or 1).
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ TEST(WorkedExamples, A10gIdleThenATwentyPercentSlice) {
   EXPECT_EQ(status.groups[0].accelerators[0].allocated_slices, 1u);
   ASSERT_TRUE(node.Release({"pod-1", "main"}));
   EXPECT_EQ(Row({&node}, "a10g"), "1/1 10/10 100/100 0/0");
-  ASSERT_TRUE(node.Reserve({"pod-2", "main"}, Whole(Family::kExclusive, 1)));
+  ASSERT_TRUE(node.Reserve({"pod-2", "main"}, Whole(Mode::kExclusive, 1)));
   EXPECT_EQ(Row({&node}, "a10g"), "0/0 0/0 0/0 0/0");
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "host/ledger/allocated.h"
 #include "host/ledger/chosen.h"
 #include "host/node/tests/node_fixture.h"
 
@@ -18,16 +19,16 @@ class AllocatorTest : public ::testing::Test {
     runtime_ = testing::AcmeRuntime(node_);
     ASSERT_NE(runtime_, nullptr);
     for (const ServedResource& r : ResourcesOf(runtime_->RunningIdentities().at(0), {})) {
-      served_[r.family] = r;
+      served_[r.mode] = r;
     }
     allocator_ = std::make_unique<Allocator>(*runtime_, pods_, AllocatorOptions{});
   }
 
   // The kubelet's ids for `resource`'s tokens on card `index`.
-  std::vector<std::string> Tokens(ResourceFamily family, uint32_t index, size_t count) {
+  std::vector<std::string> Tokens(ledger::Mode mode, uint32_t index, size_t count) {
     std::vector<std::string> ids;
     runtime_->WithLedger([&](ledger::NodeLedger& ledger) {
-      for (const Token& t : TokensOf(ledger, served_[family])) {
+      for (const Token& t : TokensOf(ledger, served_[mode])) {
         if (ids.size() < count && ParseTokenId(t.id)->card_index == index) ids.push_back(t.id);
       }
     });
@@ -39,8 +40,8 @@ class AllocatorTest : public ::testing::Test {
   }
 
   static std::string Env(const AllocateResult& result, const std::string& key) {
-    for (const runtime::ContainerEdit& e : result.edits) {
-      if (e.kind == runtime::EditKind::kEnv && e.key == key) return e.value;
+    for (const sdk::ContainerEdit& e : result.edits) {
+      if (e.kind == GPUSTACK_EDIT_ENV && e.key == key) return e.value;
     }
     return "";
   }
@@ -48,15 +49,15 @@ class AllocatorTest : public ::testing::Test {
   runtime::testing::Node node_;
   std::unique_ptr<runtime::NodeRuntime> runtime_;
   MemoryPods pods_;
-  std::map<ResourceFamily, ServedResource> served_;
+  std::map<ledger::Mode, ServedResource> served_;
   std::unique_ptr<Allocator> allocator_;
 };
 
 TEST_F(AllocatorTest, ServesTheOldestWaitingPodAndRecordsItBeforeAnswering) {
   pods_.Add("newer", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");
   pods_.Add("older", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 1, 1));
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 1, 1));
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(result->pod, "ns/older");
   EXPECT_EQ(Env(*result, "FAKE_VISIBLE_DEVICES"), "acme-card-1");  // the kubelet's card
@@ -66,13 +67,13 @@ TEST_F(AllocatorTest, ServesTheOldestWaitingPodAndRecordsItBeforeAnswering) {
   EXPECT_EQ(record["main"]["accelerators"][0]["mode"], 1);
 
   // The next Allocate serves the other Pod: the first holds its card already.
-  auto second = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  auto second = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 0, 1));
   ASSERT_TRUE(second) << second.error();
   EXPECT_EQ(second->pod, "ns/newer");
   // Nobody waits any more.
-  auto third = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                    Tokens(ResourceFamily::kExclusive, 0, 1));
+  auto third = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                    Tokens(ledger::Mode::kExclusive, 0, 1));
   ASSERT_FALSE(third);
   EXPECT_EQ(third.code(), Code::kNotFound);
 }
@@ -80,12 +81,12 @@ TEST_F(AllocatorTest, ServesTheOldestWaitingPodAndRecordsItBeforeAnswering) {
 TEST_F(AllocatorTest, TheWatchCacheServesFirstAndAFreshListWhenItLags) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   pods_.cache = pods_.pods;
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                   Tokens(ledger::Mode::kExclusive, 0, 1)));
   EXPECT_EQ(pods_.lists, 0);
   pods_.Add("newer", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");  // not cached
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 1, 1));
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 1, 1));
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(result->pod, "ns/newer");
   EXPECT_EQ(pods_.lists, 1);
@@ -95,10 +96,9 @@ TEST_F(AllocatorTest, TheWatchCacheServesFirstAndAFreshListWhenItLags) {
   pods_.cache = pods_.pods;
   std::vector<std::string> shared;
   runtime_->WithLedger([&](ledger::NodeLedger& ledger) {
-    for (const Token& t : TokensOf(ledger, served_[ResourceFamily::kShared]))
-      shared.push_back(t.id);
+    for (const Token& t : TokensOf(ledger, served_[ledger::Mode::kShared])) shared.push_back(t.id);
   });
-  EXPECT_EQ(allocator_->Prefer(served_[ResourceFamily::kShared], shared, {}, 1).size(), 1u);
+  EXPECT_EQ(allocator_->Prefer(served_[ledger::Mode::kShared], shared, {}, 1).size(), 1u);
   EXPECT_EQ(pods_.lists, 1);
 }
 
@@ -106,8 +106,8 @@ TEST_F(AllocatorTest, TheKubeletsWordNarrowsTheChoice) {
   pods_.Add("older", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   pods_.Add("admitted", {{"acme.example.com/accel", "1"}}, "2026-01-02T00:00:00Z");
   pods_.waiting = std::set<std::string>{"ns/admitted/main"};
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 0, 1));
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(result->pod, "ns/admitted");
 }
@@ -117,8 +117,8 @@ TEST_F(AllocatorTest, FinishedAndDeletingPodsAreNeverServed) {
       "Succeeded";
   pods_.Add("going", {{"acme.example.com/accel", "1"}},
             "2026-01-01T00:00:01Z")["metadata"]["deletionTimestamp"] = "2026-01-03T00:00:00Z";
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 0, 1));
   ASSERT_FALSE(result);
   EXPECT_EQ(result.code(), Code::kNotFound);
 }
@@ -126,8 +126,8 @@ TEST_F(AllocatorTest, FinishedAndDeletingPodsAreNeverServed) {
 TEST_F(AllocatorTest, AFailedRecordGivesTheChargeBack) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   pods_.fail_records = true;
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                     Tokens(ResourceFamily::kExclusive, 0, 1));
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                     Tokens(ledger::Mode::kExclusive, 0, 1));
   ASSERT_FALSE(result);
   EXPECT_EQ(result.code(), Code::kUnavailable);
   EXPECT_NE(result.error().find("apiserver unavailable"), std::string::npos) << result.error();
@@ -136,14 +136,14 @@ TEST_F(AllocatorTest, AFailedRecordGivesTheChargeBack) {
 
 TEST_F(AllocatorTest, ACardHeldInAnotherModeIsAFailedPrecondition) {
   pods_.Add("whole", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                   Tokens(ledger::Mode::kExclusive, 0, 1)));
   pods_.Add("slice",
             {{"acme.example.com/accel.sliced", "1"},
              {"acme.example.com/accel.sliced.memory-percentage", "20"}},
             "2026-01-02T00:00:00Z");
   auto result =
-      allocator_->Allocate(served_[ResourceFamily::kSliced], Tokens(ResourceFamily::kSliced, 0, 1));
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1));
   ASSERT_FALSE(result);
   EXPECT_EQ(result.code(), Code::kFailedPrecondition);
   EXPECT_NE(result.error().find("held Exclusive"), std::string::npos) << result.error();
@@ -152,13 +152,13 @@ TEST_F(AllocatorTest, ACardHeldInAnotherModeIsAFailedPrecondition) {
 
 TEST_F(AllocatorTest, SharedSlotsSitOnOneCard) {
   pods_.Add("p", {{"acme.example.com/accel.shared", "2"}}, "2026-01-01T00:00:00Z");
-  std::vector<std::string> split = Tokens(ResourceFamily::kShared, 0, 1);
-  split.push_back(Tokens(ResourceFamily::kShared, 1, 1).at(0));
-  auto refused = allocator_->Allocate(served_[ResourceFamily::kShared], split);
+  std::vector<std::string> split = Tokens(ledger::Mode::kShared, 0, 1);
+  split.push_back(Tokens(ledger::Mode::kShared, 1, 1).at(0));
+  auto refused = allocator_->Allocate(served_[ledger::Mode::kShared], split);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
   auto result =
-      allocator_->Allocate(served_[ResourceFamily::kShared], Tokens(ResourceFamily::kShared, 1, 2));
+      allocator_->Allocate(served_[ledger::Mode::kShared], Tokens(ledger::Mode::kShared, 1, 2));
   ASSERT_TRUE(result) << result.error();
   const Json record = Json::parse(pods_.records["uid-p"]);
   EXPECT_EQ(record["main"]["accelerators"][0]["sharedSlots"], 2);
@@ -170,7 +170,7 @@ TEST_F(AllocatorTest, ASlicesBudgetIsFlooredFromTheCardsMemory) {
              {"acme.example.com/accel.sliced.memory-percentage", "20"}},
             "2026-01-01T00:00:00Z");
   auto result =
-      allocator_->Allocate(served_[ResourceFamily::kSliced], Tokens(ResourceFamily::kSliced, 0, 1));
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1));
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(Env(*result, "FAKE_MEMORY_LIMIT_MIB"), "3276");  // floor(16384 x 20 / 100)
   ledger::Request mib;
@@ -178,15 +178,15 @@ TEST_F(AllocatorTest, ASlicesBudgetIsFlooredFromTheCardsMemory) {
   EXPECT_EQ(SliceBudgetMib(mib, 24560), 24560u);  // capped at the card
   ledger::Request percent;
   percent.memory_percentage = 20;
-  EXPECT_EQ(SliceBudgetMib(percent, 24560), 4912u);  // ARCHITECTURE decision 6
+  EXPECT_EQ(SliceBudgetMib(percent, 24560), 4912u);  // docs/decisions.md D6
 }
 
 TEST_F(AllocatorTest, ForeignDeviceIdsAreRefused) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
-  auto result = allocator_->Allocate(served_[ResourceFamily::kExclusive], {"GPU-1234"});
+  auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive], {"GPU-1234"});
   ASSERT_FALSE(result);
   EXPECT_EQ(result.code(), Code::kInvalidArgument);
-  auto unknown = allocator_->Allocate(served_[ResourceFamily::kExclusive], {"nope:0:0"});
+  auto unknown = allocator_->Allocate(served_[ledger::Mode::kExclusive], {"nope:0:0"});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
 }
@@ -197,18 +197,18 @@ TEST_F(AllocatorTest, RestoreRebuildsFromRecordsAndRefusesForeignOnes) {
             {{"acme.example.com/accel.sliced", "1"},
              {"acme.example.com/accel.sliced.memory-percentage", "30"}},
             "2026-01-02T00:00:00Z");
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kSliced],
-                                   Tokens(ResourceFamily::kSliced, 1, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                   Tokens(ledger::Mode::kExclusive, 0, 1)));
+  ASSERT_TRUE(
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 1, 1)));
   const auto before = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
   for (Json& pod : pods_.pods) {
-    pod["metadata"]["annotations"][kAllocatedAnnotation] =
+    pod["metadata"]["annotations"][ledger::kAllocatedAnnotation] =
         pods_.records[pod["metadata"]["uid"].get<std::string>()];
   }
   // A hostile record: a Pod claiming another Pod's card.
   Json& thief = pods_.Add("thief", {{"acme.example.com/accel", "1"}}, "2026-01-03T00:00:00Z");
-  thief["metadata"]["annotations"][kAllocatedAnnotation] = pods_.records["uid-a"];
+  thief["metadata"]["annotations"][ledger::kAllocatedAnnotation] = pods_.records["uid-a"];
 
   // A new process: a fresh runtime and allocator over the same Pods.
   runtime::testing::Node other;
@@ -222,8 +222,8 @@ TEST_F(AllocatorTest, RestoreRebuildsFromRecordsAndRefusesForeignOnes) {
 TEST_F(AllocatorTest, ReconcileReleasesGonePodsButNotNewerReservations) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   const auto listed_before = std::chrono::steady_clock::now();
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                   Tokens(ledger::Mode::kExclusive, 0, 1)));
   // A cache that lacks the Pod is no proof it is gone.
   EXPECT_FALSE(allocator_->Reconcile({}, std::nullopt));
   EXPECT_EQ(Allocations(), 1u);
@@ -241,25 +241,25 @@ TEST_F(AllocatorTest, ASidecarSeesItsOwnersCardWithoutACharge) {
       {{"name", "sshd"},
        {"resources", {{"limits", {{"device.gpustack.ai/acme.visibility", "1"}}}}}});
   // Before the owner holds a card there is nothing to see.
-  auto early = allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"});
+  auto early = allocator_->Allocate(served_[ledger::Mode::kNone], {"x:0:0"});
   ASSERT_FALSE(early);
   EXPECT_EQ(early.code(), Code::kFailedPrecondition);
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kShared],
-                                   Tokens(ResourceFamily::kShared, 1, 1)));
+  ASSERT_TRUE(
+      allocator_->Allocate(served_[ledger::Mode::kShared], Tokens(ledger::Mode::kShared, 1, 1)));
   const auto before = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
-  auto sidecar = allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"});
+  auto sidecar = allocator_->Allocate(served_[ledger::Mode::kNone], {"x:0:0"});
   ASSERT_TRUE(sidecar) << sidecar.error();
   EXPECT_EQ(sidecar->owner.container, "sshd");
   EXPECT_EQ(Env(*sidecar, "FAKE_VISIBLE_DEVICES"), "acme-card-1");
   EXPECT_EQ(runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); }), before);
-  EXPECT_EQ(allocator_->Allocate(served_[ResourceFamily::kVisibility], {"x:0:0"}).code(),
+  EXPECT_EQ(allocator_->Allocate(served_[ledger::Mode::kNone], {"x:0:0"}).code(),
             Code::kNotFound);  // served once
 }
 
 TEST_F(AllocatorTest, ADeletedPodIsReleasedAtOnce) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kExclusive],
-                                   Tokens(ResourceFamily::kExclusive, 0, 1)));
+  ASSERT_TRUE(allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                   Tokens(ledger::Mode::kExclusive, 0, 1)));
   EXPECT_FALSE(allocator_->ReleaseDeleted({"uid-other"}));
   EXPECT_EQ(Allocations(), 1u);
   EXPECT_TRUE(allocator_->ReleaseDeleted({"uid-p"}));
@@ -271,8 +271,8 @@ TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
                         {{"acme.example.com/accel.sliced", "1"},
                          {"acme.example.com/accel.sliced.memory-percentage", "50"}},
                         "2026-01-01T00:00:00Z");
-  ASSERT_TRUE(allocator_->Allocate(served_[ResourceFamily::kSliced],
-                                   Tokens(ResourceFamily::kSliced, 0, 1)));
+  ASSERT_TRUE(
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1)));
   pod["status"]["phase"] = "Succeeded";
   EXPECT_TRUE(allocator_->Reconcile(pods_.pods, std::chrono::steady_clock::now()));
   const auto status = runtime_->WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
@@ -285,7 +285,7 @@ TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
 namespace gpustack::node {
 namespace {
 
-// ARCHITECTURE decision 6.3: gate 5 settles on the cards gate 3 counted.
+// docs/decisions.md D13: gate 5 settles on the cards gate 3 counted.
 TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
   std::string second;
   runtime_->WithLedger([&](ledger::NodeLedger& l) { second = l.cards().at(1).card->id; });
@@ -298,18 +298,18 @@ TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
   };
   const Json limits = {{"acme.example.com/accel.sliced", "1"},
                        {"acme.example.com/accel.sliced.memory-percentage", "20"}};
-  std::vector<std::string> all = Tokens(ResourceFamily::kSliced, 0, 8);
-  for (const std::string& t : Tokens(ResourceFamily::kSliced, 1, 8)) all.push_back(t);
+  std::vector<std::string> all = Tokens(ledger::Mode::kSliced, 0, 8);
+  for (const std::string& t : Tokens(ledger::Mode::kSliced, 1, 8)) all.push_back(t);
   auto card_of = [&](const std::vector<std::string>& ids) {
     return ParseTokenId(ids.at(0))->card_index;
   };
   // Without a choice the ledger takes the first card; with one, the chosen second card.
   pods_.Add("free", limits, "2026-01-01T00:00:00Z");
-  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 0u);
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ledger::Mode::kSliced], all, {}, 1)), 0u);
   pods_.pods.clear();
   pods_.Add("pinned", limits, "2026-01-01T00:00:00Z")["metadata"]["annotations"] = {
       {ledger::kChosenAnnotation, chosen_for(second)}};
-  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 1u);
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ledger::Mode::kSliced], all, {}, 1)), 1u);
   EXPECT_EQ(allocator_->chosen_honoured(), 1u);
   // The chosen card taken whole by someone else meanwhile: another card, and it is counted.
   runtime_->WithLedger([&](ledger::NodeLedger& l) {
@@ -319,7 +319,7 @@ TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
     whole.cards = {second};
     ASSERT_TRUE(l.Reserve({"other", "main"}, whole));
   });
-  EXPECT_EQ(card_of(allocator_->Prefer(served_[ResourceFamily::kSliced], all, {}, 1)), 0u);
+  EXPECT_EQ(card_of(allocator_->Prefer(served_[ledger::Mode::kSliced], all, {}, 1)), 0u);
   EXPECT_EQ(allocator_->chosen_refused(), 1u);
 }
 

@@ -14,10 +14,10 @@ MetricsInput OneCard() {
   runtime::CardSample card;
   card.manufacturer = "nvidia";
   card.index = 3;
-  card.sample.card_id = "GPU-1";
+  card.sample.accelerator_id = "GPU-1";
   card.sample.memory_total_mib = 24560;
   card.sample.memory_used_mib = 100;
-  card.sample.health = runtime::Health::kHealthy;
+  card.sample.health = GPUSTACK_HEALTH_HEALTHY;
   input.round.cards.push_back(card);
   input.holders.push_back({"team \"a\"", "web", "uid-1", "GPU-1", ledger::Mode::kSliced});
   return input;

@@ -15,9 +15,9 @@ namespace gpustack::node::testing {
 inline std::unique_ptr<runtime::NodeRuntime> AcmeRuntime(runtime::testing::Node& node,
                                                          int cards = 2) {
   auto script = runtime::testing::MakeScript("acme", 0x1234, cards);
-  script->identity.capabilities.shared = true;
-  script->identity.capabilities.sliced = true;
-  for (runtime::Card& c : script->groups[0].cards) c.logical_slice_count = 8;
+  script->identity.capabilities |= GPUSTACK_CAP_SHARED;
+  script->identity.capabilities |= GPUSTACK_CAP_LOGICAL_SLICING;
+  for (sdk::Accelerator& c : script->groups[0].accelerators) c.logical_slice_count = 8;
   node.AddPci(0x1234, cards);
   auto runtime = runtime::NodeRuntime::Open(
       node.Options(), std::make_unique<runtime::testing::FakeSource>(

@@ -40,8 +40,8 @@ TEST(Tokens, FamilySwitchesLeaveOutWhatTheyTurnOff) {
   runtime::PluginIdentity identity;
   identity.manufacturer = "acme";
   identity.base_resource_name = "acme.example.com/accel";
-  identity.capabilities.shared = identity.capabilities.sliced = true;
-  identity.capabilities.partitioned = true;
+  identity.capabilities |= GPUSTACK_CAP_SHARED | GPUSTACK_CAP_LOGICAL_SLICING;
+  identity.capabilities |= GPUSTACK_CAP_PARTITIONING;
   std::vector<std::string> names;
   for (const ServedResource& r : ResourcesOf(identity, {false, true, false})) {
     names.push_back(r.name);
@@ -64,8 +64,8 @@ TEST(Tokens, ACardHeldInOneModeIsUnhealthyForTheOthers) {
     for (const ServedResource& r : served) {
       for (const Token& t : TokensOf(ledger, r)) {
         const bool held_elsewhere = t.card_id == "acme-card-0" &&
-                                    r.family != ResourceFamily::kExclusive &&
-                                    r.family != ResourceFamily::kVisibility;
+                                    r.mode != ledger::Mode::kExclusive &&
+                                    r.mode != ledger::Mode::kNone;
         EXPECT_EQ(t.healthy, !held_elsewhere) << r.name << " " << t.id;
       }
     }

@@ -5,7 +5,7 @@
 namespace gpustack::node_profile {
 namespace {
 
-// The observed derivations of reference-behaviour.md §3.3.
+// The observed derivations of docs/behaviour.md §3.3.
 TEST(CpuKey, ReferenceExamples) {
   EXPECT_EQ(CpuKey("AMD", "AMD EPYC 7763 64-Core Processor", "25", "1"), "amd-epyc-7763");
   EXPECT_EQ(CpuKey("AMD", "AMD EPYC 7R13 Processor", "25", "1"), "amd-epyc-7r13");
@@ -28,7 +28,7 @@ TEST(CpuKey, StaysWithinALabelsBudget) {
   EXPECT_NE(key.back(), '-');
 }
 
-// reference-behaviour.md §3.4.
+// docs/behaviour.md §3.4.
 TEST(AcceleratorGroupId, ReferenceExamples) {
   EXPECT_EQ(AcceleratorGroupId("nvidia", "NVIDIA A10G"), "a10g");
   EXPECT_EQ(AcceleratorGroupId("nvidia", "Tesla T4"), "tesla-t4");

@@ -1,4 +1,4 @@
-// The admission webhooks' rules (reference §4, §5.2, §5.4), the AdmissionReview codec, the
+// The admission webhooks' rules (docs/behaviour.md §4, §5.2, §5.4), the AdmissionReview codec, the
 // webhook certificates and gate 3's Judge, without a server: the e2e test drives the same code
 // through a real apiserver and Kueue.
 #include <gtest/gtest.h>
@@ -8,9 +8,7 @@
 #include "host/kube/config.h"
 #include "host/ledger/chosen.h"
 #include "host/operator/admission.h"
-#include "host/operator/certs.h"
 #include "host/operator/node_check.h"
-#include "host/operator/webhook_server.h"
 #include "host/operator/webhooks.h"
 
 namespace gpustack::op {
@@ -464,7 +462,7 @@ TEST(InstanceTypeWebhooks, DefaultingStampsGroupAndLabels) {
   EXPECT_EQ(labels["kubernetes.io/os"], "linux");
   EXPECT_EQ(labels["feature.gpustack.ai/acceleratable"], "true");
   EXPECT_EQ(labels["acceleratable.feature.gpustack.ai/nvidia-a10g"], "true");
-  // §13.4: FNV-1a of the name.
+  // docs/behaviour.md §5.1: FNV-1a of the name.
   EXPECT_EQ(labels[kEntranceLabel], "gpustack-fnv64-d4c0e6cd72686015");
 }
 
@@ -490,32 +488,6 @@ TEST(WebhookConfigurations, ScopeTimeoutsAndFailurePolicies) {
   EXPECT_FALSE(service[1]["webhooks"][0]["clientConfig"].contains("caBundle"));
   EXPECT_EQ(service[1]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
             "gpustack-system/gpustack-operator-worker-webhook");
-}
-
-TEST(WebhookCertificates, MadeSignedNamedAndRenewedInTime) {
-  auto ca = MakeCertificateAuthority("test-ca", std::chrono::hours(24 * 365));
-  ASSERT_TRUE(ca) << ca.error();
-  const std::vector<std::string> dns = {"svc.ns.svc"}, ips = {"127.0.0.1"};
-  auto serving = MakeServingCertificate(*ca, "svc", dns, ips, std::chrono::hours(24 * 90));
-  ASSERT_TRUE(serving) << serving.error();
-  EXPECT_TRUE(SignedBy(serving->cert_pem, serving->key_pem, ca->cert_pem));
-  auto other = MakeCertificateAuthority("other", std::chrono::hours(24));
-  EXPECT_FALSE(SignedBy(serving->cert_pem, serving->key_pem, other->cert_pem));
-  auto facts = ReadCertificate(serving->cert_pem);
-  ASSERT_TRUE(facts);
-  EXPECT_EQ(facts->dns_names, dns);
-  EXPECT_EQ(facts->ip_addresses, ips);
-  std::string why;
-  const auto now = std::chrono::system_clock::now();
-  EXPECT_FALSE(NeedsRenewal(*serving, ca->cert_pem, dns, ips, now, &why)) << why;
-  EXPECT_TRUE(NeedsRenewal(*serving, ca->cert_pem, {"other.ns.svc"}, ips, now, &why));
-  EXPECT_EQ(why, "the serving certificate lacks the name other.ns.svc");
-  EXPECT_TRUE(
-      NeedsRenewal(*serving, ca->cert_pem, dns, ips, now + std::chrono::hours(24 * 61), &why));
-  EXPECT_EQ(why, "the serving certificate expires soon");
-  EXPECT_TRUE(NeedsRenewal(*serving, other->cert_pem, dns, ips, now, &why));
-  EXPECT_TRUE(NeedsRenewal({}, ca->cert_pem, dns, ips, now, &why));
-  EXPECT_FALSE(ReadCertificate("not a certificate"));
 }
 
 // An A10G pool's type as the worker keeps it: one card, sliceable.
@@ -642,7 +614,7 @@ TEST(InstanceWebhooks, RunningInstancesStopBeforeTheyChangeAndSettingsGateTheRes
             std::string::npos);
 }
 
-// Gate 3's arithmetic (§5.2): the same ledger the allocator uses.
+// Gate 3's arithmetic (docs/behaviour.md §5.2): the same ledger the allocator uses.
 ledger::NodeLedger A10gNode(const std::string& name) {
   std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/expected/nvidia-a10g.devices.json");
   return ledger::NodeLedger(name, *ledger::SpecFromJson(Json::parse(in)));
@@ -653,7 +625,7 @@ PodSetDemand Slice(const std::string& name, uint32_t percent,
   ledger::Request r;
   r.manufacturer = "nvidia";
   r.base = "nvidia.com/gpu";
-  r.family = ledger::Family::kSliced;
+  r.mode = ledger::Mode::kSliced;
   r.memory_percentage = percent;
   r.units = ledger::SliceUnits(percent, 0, 24560);
   return {name, 1, {{"main", r}}, std::move(candidates)};
@@ -704,54 +676,6 @@ TEST(NodeDevicesJudge, APodSetOfManyLandsOnOneNodeAndItsChoiceRoundTrips) {
   EXPECT_EQ(back->pods, chosen.pods);
   EXPECT_EQ(back->CardsFor("main").size(), 1u);
   EXPECT_FALSE(ledger::ChosenFromAnnotation("{\"workload\":\"\"}"));
-}
-
-}  // namespace
-}  // namespace gpustack::op
-
-namespace gpustack::op {
-namespace {
-
-std::string Curl(const std::string& args) {
-  std::string out;
-  if (FILE* pipe = popen(("curl -sk -o - -w ' %{http_code}' " + args + " 2>&1").c_str(), "r")) {
-    char buffer[4096];
-    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-    pclose(pipe);
-  }
-  return out;
-}
-
-// The server's own answers: the handler's, a wrong method, a wrong path, a body over the limit
-// (said, not a dropped connection), and the latency of what it answered.
-TEST(WebhookServer, AnswersRefusesAndMeasures) {
-  auto ca = MakeCertificateAuthority("ca", std::chrono::hours(1));
-  auto serving =
-      MakeServingCertificate(*ca, "localhost", {"localhost"}, {"127.0.0.1"}, std::chrono::hours(1));
-  WebhookServerOptions options;
-  options.address = "127.0.0.1";
-  options.port = 0;
-  options.body_limit = 1024;
-  WebhookServer server(options,
-                       {{"/echo", [](const std::string& body) {
-                           return HttpAnswer{200, "{\"got\":" + std::to_string(body.size()) + "}"};
-                         }}});
-  EXPECT_FALSE(server.Start());  // no certificate yet
-  ASSERT_TRUE(server.SetCertificate(serving->cert_pem, serving->key_pem));
-  EXPECT_FALSE(server.SetCertificate(serving->cert_pem, ca->key_pem));  // not its key
-  ASSERT_TRUE(server.Start());
-  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
-  EXPECT_EQ(Curl("-X POST --data abc " + url + "/echo"), "{\"got\":3} 200");
-  EXPECT_EQ(Curl(url + "/echo"), "{\"error\":\"only POST\"} 405");
-  EXPECT_EQ(Curl("-X POST --data abc " + url + "/nope"), "{\"error\":\"no such webhook\"} 404");
-  EXPECT_EQ(Curl("-X POST --data " + std::string(2000, 'a') + " " + url + "/echo"),
-            "{\"error\":\"the request is larger than 1024 bytes\"} 413");
-  server.Stop();
-  EXPECT_EQ(server.Latencies()["/echo"].total, 2u);  // the POST and the GET; not the 413
-  EXPECT_NE(server.RenderMetrics().find(
-                "gpustack_webhook_requests_total{path=\"(too large)\",code=\"413\"} 1"),
-            std::string::npos)
-      << server.RenderMetrics();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The fleet model against the reference's recorded clusters (§12 cluster A and B) and vectors
-// (§5.1), with Devices objects made from the detect output of the fixture nodes.
+// The fleet model against the upstream operator's recorded clusters (docs/behaviour.md §12 cluster
+// A and B) and vectors (docs/behaviour.md §5.1), with Devices objects made from the detect output
+// of the fixture nodes.
 #include "host/operator/fleet.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +46,7 @@ ManufacturerTable Table() {
           {"amd", {"amd", "amd.com/gpu", "", "test"}}};
 }
 
-// Cluster A of §12: node-cpu, node-a10g, node-t4-a (1 x T4), node-t4-b (4 x T4).
+// Cluster A of docs/behaviour.md §12: node-cpu, node-a10g, node-t4-a (1 x T4), node-t4-b (4 x T4).
 std::vector<NodeFacts> ClusterA(Json a10g_devices = Devices("node-a10g", "nvidia-a10g")) {
   Json t4a = Devices("node-t4-a", "nvidia-t4x4", 1);
   Json t4b = Devices("node-t4-b", "nvidia-t4x4");
@@ -96,16 +97,6 @@ TEST(Entrance, ReferenceVectors) {
   }
 }
 
-TEST(Quantity, CanonicalLikeTheApiserver) {
-  EXPECT_EQ(CanonicalQuantity(1600000), "1600k");
-  EXPECT_EQ(CanonicalQuantity(8000000), "8M");
-  EXPECT_EQ(CanonicalQuantity(12800000), "12800k");
-  EXPECT_EQ(CanonicalQuantity(72), "72");
-  EXPECT_EQ(CanonicalQuantity(0), "0");
-  EXPECT_EQ(CanonicalQuantity(655360), "655360");
-  EXPECT_EQ(CanonicalQuantity(102400), "102400");
-}
-
 TEST(Presets, ReferenceExamples) {
   auto unit = [](const char* m, const char* g) {
     UnitPreset p = PresetFor(m, g);
@@ -140,7 +131,8 @@ TEST(ClusterA, FlavorsQueuesAndRows) {
                          "gpustack--intel-xeon-platinum-8259cl-linux-amd64-4c"}));
   const auto types = Types(fleet);
   ASSERT_EQ(types.size(), 3u);
-  // §12.3 with decision 1 (SH onceMax = most free slots on one card) and decision 3.
+  // docs/behaviour.md §12.3 with docs/decisions.md D1 (SH onceMax = most free slots on one card)
+  // and docs/decisions.md D3.
   EXPECT_EQ(Row(fleet, types.at("gpustack--generic-linux-amd64")),
             "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active");
   EXPECT_EQ(Row(fleet, types.at("gpustack--nvidia-a10g-linux-amd64")),
@@ -148,7 +140,8 @@ TEST(ClusterA, FlavorsQueuesAndRows) {
   EXPECT_EQ(Row(fleet, types.at("gpustack--nvidia-tesla-t4-linux-amd64")),
             "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active");
 
-  // §12.7: the A10G queue (with the node's cores too: Kueue v0.17 cannot ignore cpu requests).
+  // docs/behaviour.md §12.7: the A10G queue (with the node's cores too: Kueue v0.17 cannot ignore
+  // cpu requests).
   const Json a10g =
       fleet.RenderClusterQueue(types.at("gpustack--nvidia-a10g-linux-amd64"), nullptr, false, true);
   EXPECT_EQ(a10g["spec"]["resourceGroups"],
@@ -235,9 +228,10 @@ TEST(Pods, CpuRequestsAsTheSchedulerCountsThem) {
   EXPECT_EQ(PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "0.5"}}},
                                                      {"resources": {"requests": {"cpu": "1.25"}}}]})")),
             1750);
+  // Finer than a millicore rounds up, as the scheduler's MilliValue does.
   EXPECT_EQ(
       PodCpuMillicores(pod(R"({"containers": [{"resources": {"requests": {"cpu": "1.2345"}}}]})")),
-      0);
+      1235);
 }
 
 TEST(ClusterA, AwarePoolsRegroupWithoutChangingFlavors) {
@@ -275,7 +269,7 @@ TEST(ClusterA, ASliceMovesTheA10gRow) {
   slice.manufacturer = "nvidia";
   slice.base = "nvidia.com/gpu";
   slice.group_id = "a10g";
-  slice.family = ledger::Family::kSliced;
+  slice.mode = ledger::Mode::kSliced;
   slice.memory_percentage = 20;
   slice.units = 320000;
   ASSERT_TRUE(ledger.Reserve({"pod", "main"}, slice));
@@ -286,7 +280,7 @@ TEST(ClusterA, ASliceMovesTheA10gRow) {
       fleet.RenderDerivedInstanceType({true, "nvidia-a10g", "generic", "linux", "amd64"});
   EXPECT_EQ(Row(fleet, type),
             "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 80/80 0/0 0/0 Active");
-  // The fit labels of §3.7 follow the ledger.
+  // The fit labels of docs/behaviour.md §3.7 follow the ledger.
   const Json labels = fleet.RenderNodeLabels(*fleet.Node("node-a10g"))["metadata"]["labels"];
   EXPECT_EQ(labels["sliced-max-free-units.fit.gpustack.ai/nvidia-a10g"], "1280000");
   EXPECT_EQ(labels["shared-free-cards.fit.gpustack.ai/nvidia-a10g"], "0");
@@ -313,7 +307,7 @@ TEST(ClusterB, H100RowsAndCountingKeys) {
     const Json status = fleet.RenderInstanceTypeStatus(type, false, "")["status"];
     EXPECT_EQ(status["detail"]["slicedDetail"],
               Json::parse(R"({"logical": {"coresPercentageOvercommit": true, "count": 1024}})"));
-    // §3.6's example: 8 x H100 all logical.
+    // docs/behaviour.md §3.6's example: 8 x H100 all logical.
     const Json capacity = fleet.RenderNodeCapacity(*fleet.Node("node-h100"))["status"]["capacity"];
     EXPECT_EQ(capacity["nvidia.com/gpu.sliced.units"], "12800k");
     EXPECT_EQ(capacity["nvidia.com/gpu.sliced.cores-percentage"], "102400");
@@ -398,20 +392,20 @@ TEST(Nodes, ABrokenDevicesObjectIsNamedAndNothingOfItCountsAsFree) {
 TEST(PublishedLedger, StatusRoundTripsWithPartitions) {
   ledger::DevicesSpec spec = *ledger::SpecFromJson(Expected("nvidia-h100x8-mig-mixed"));
   ledger::NodeLedger live("n", spec);
-  auto request = [](ledger::Family family, uint32_t count, const char* profile) {
+  auto request = [](ledger::Mode family, uint32_t count, const char* profile) {
     ledger::Request r;
     r.manufacturer = "nvidia";
     r.base = "nvidia.com/gpu";
-    r.family = family;
+    r.mode = family;
     r.count = count;
     r.profile = profile;
-    r.units = family == ledger::Family::kPartitioned ? 800000 : 0;
+    r.units = family == ledger::Mode::kPartitioned ? 800000 : 0;
     return r;
   };
-  ASSERT_TRUE(live.Reserve({"a", "c"}, request(ledger::Family::kPartitioned, 1, "3g.40gb")));
-  ASSERT_TRUE(live.Reserve({"b", "c"}, request(ledger::Family::kPartitioned, 1, "1g.10gb")));
-  ASSERT_TRUE(live.Reserve({"c", "c"}, request(ledger::Family::kShared, 3, "")));
-  ASSERT_TRUE(live.Reserve({"d", "c"}, request(ledger::Family::kExclusive, 2, "")));
+  ASSERT_TRUE(live.Reserve({"a", "c"}, request(ledger::Mode::kPartitioned, 1, "3g.40gb")));
+  ASSERT_TRUE(live.Reserve({"b", "c"}, request(ledger::Mode::kPartitioned, 1, "1g.10gb")));
+  ASSERT_TRUE(live.Reserve({"c", "c"}, request(ledger::Mode::kShared, 3, "")));
+  ASSERT_TRUE(live.Reserve({"d", "c"}, request(ledger::Mode::kExclusive, 2, "")));
   auto published = ledger::PublishedLedger("n", spec, live.ToStatus());
   ASSERT_TRUE(published) << published.error();
   EXPECT_EQ((*published)->ToStatus(), live.ToStatus());

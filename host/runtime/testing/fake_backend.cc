@@ -15,7 +15,7 @@ bool FakeBackend::Provides(Hook hook) const {
     case Hook::kUnprepareSlice:
       return false;
     case Hook::kPollHealthEvents:
-      return script_->identity.capabilities.health_events;
+      return script_->identity.Has(GPUSTACK_CAP_HEALTH_EVENTS);
     default:
       return true;
   }
@@ -55,7 +55,7 @@ void FakeBackend::Shutdown() {
   ++script_->shutdowns;
 }
 
-Result<std::vector<CardGroup>> FakeBackend::Discover() {
+Result<std::vector<sdk::AcceleratorGroup>> FakeBackend::Discover() {
   Delay(Hook::kDiscover);
   std::lock_guard lock(script_->mutex);
   if (!script_->discover_errors.empty()) {
@@ -66,42 +66,39 @@ Result<std::vector<CardGroup>> FakeBackend::Discover() {
   return script_->groups;
 }
 
-Result<std::vector<ContainerEdit>> FakeBackend::Grant(const GrantRequest& request) {
+Result<std::vector<sdk::ContainerEdit>> FakeBackend::Grant(const sdk::Grant& grant) {
   Delay(Hook::kGrant);
   std::string visible;
-  for (const std::string& id : request.card_ids) visible += (visible.empty() ? "" : ",") + id;
-  std::vector<ContainerEdit> edits{{EditKind::kEnv, "FAKE_VISIBLE_DEVICES", visible}};
-  if (request.mode == GrantMode::kSliced) {
+  for (const std::string& id : grant.accelerator_ids) visible += (visible.empty() ? "" : ",") + id;
+  std::vector<sdk::ContainerEdit> edits{{GPUSTACK_EDIT_ENV, "FAKE_VISIBLE_DEVICES", visible}};
+  if (grant.mode == GPUSTACK_GRANT_SLICED) {
     edits.push_back(
-        {EditKind::kEnv, "FAKE_MEMORY_LIMIT_MIB", std::to_string(request.memory_limit_mib)});
+        {GPUSTACK_EDIT_ENV, "FAKE_MEMORY_LIMIT_MIB", std::to_string(grant.memory_limit_mib)});
   }
   return edits;
 }
 
-Result<std::vector<Partition>> FakeBackend::ListPartitions(const std::string&) {
+Result<std::vector<sdk::Partition>> FakeBackend::ListPartitions(const std::string&) {
   return Error{"no partitions", Code::kUnimplemented};
 }
 
-Result<Partition> FakeBackend::CreatePartition(const PartitionRequest&) {
+Result<sdk::Partition> FakeBackend::CreatePartition(const sdk::CreatePartitionRequest&) {
   return Error{"no partitions", Code::kUnimplemented};
 }
 
-Status FakeBackend::DestroyPartition(const PartitionRef&) {
+Status FakeBackend::DestroyPartition(const sdk::DestroyPartitionRequest&) {
   return Error{"no partitions", Code::kUnimplemented};
 }
 
-Result<Samples> FakeBackend::SampleMetrics(const std::vector<std::string>& card_ids, bool) {
+Result<client::MetricsSnapshot> FakeBackend::SampleMetrics(const sdk::MetricsRequest& request) {
   Delay(Hook::kSampleMetrics);
   std::lock_guard lock(script_->mutex);
-  Samples samples;
-  for (const CardGroup& g : script_->groups) {
-    for (const Card& c : g.cards) {
-      if (!card_ids.empty() &&
-          std::find(card_ids.begin(), card_ids.end(), c.id) == card_ids.end()) {
-        continue;
-      }
-      DeviceSample s;
-      s.card_id = c.id;
+  client::MetricsSnapshot samples;
+  for (const sdk::AcceleratorGroup& g : script_->groups) {
+    for (const sdk::Accelerator& c : g.accelerators) {
+      if (!request.Wants(c.id)) continue;
+      sdk::DeviceSample s;
+      s.accelerator_id = c.id;
       s.memory_total_mib = static_cast<double>(c.memory_mib);
       s.health = c.health;
       samples.devices.push_back(s);
@@ -110,35 +107,36 @@ Result<Samples> FakeBackend::SampleMetrics(const std::vector<std::string>& card_
   return samples;
 }
 
-Result<std::vector<HealthEvent>> FakeBackend::PollHealthEvents(uint32_t timeout_ms) {
+Result<std::vector<sdk::HealthEvent>> FakeBackend::PollHealthEvents(uint32_t timeout_ms) {
   Delay(Hook::kPollHealthEvents);
   {
     std::lock_guard lock(script_->mutex);
     if (!script_->health_events.empty()) {
-      std::vector<HealthEvent> events = script_->health_events.front();
+      std::vector<sdk::HealthEvent> events = script_->health_events.front();
       script_->health_events.pop_front();
       return events;
     }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(timeout_ms, 20)));
-  return std::vector<HealthEvent>{};
+  return std::vector<sdk::HealthEvent>{};
 }
 
-Result<std::vector<DeviceNode>> FakeBackend::ListDeviceNodes(const std::vector<std::string>&) {
+Result<std::vector<sdk::DeviceNode>> FakeBackend::ListDeviceNodes(const std::vector<std::string>&) {
   Delay(Hook::kListDeviceNodes);
   std::lock_guard lock(script_->mutex);
-  std::vector<DeviceNode> nodes{{"", "fakectl"}};
-  for (const CardGroup& g : script_->groups) {
-    for (const Card& c : g.cards) nodes.push_back({c.id, "fake" + std::to_string(c.index)});
+  std::vector<sdk::DeviceNode> nodes{{"", "fakectl"}};
+  for (const sdk::AcceleratorGroup& g : script_->groups) {
+    for (const sdk::Accelerator& c : g.accelerators)
+      nodes.push_back({c.id, "fake" + std::to_string(c.index)});
   }
   return nodes;
 }
 
-Result<Slice> FakeBackend::PrepareSlice(const SliceRequest&) {
+Result<sdk::Slice> FakeBackend::PrepareSlice(const sdk::PrepareSliceRequest&) {
   return Error{"no slice objects", Code::kUnimplemented};
 }
 
-Status FakeBackend::UnprepareSlice(const SliceRef&) {
+Status FakeBackend::UnprepareSlice(const sdk::UnprepareSliceRequest&) {
   return Error{"no slice objects", Code::kUnimplemented};
 }
 
@@ -165,20 +163,20 @@ std::shared_ptr<FakeScript> MakeScript(const std::string& name, uint16_t vendor_
   script->identity.manufacturer = name;
   script->identity.display_name = "Fake " + name;
   script->identity.base_resource_name = name + ".example.com/accel";
-  script->identity.version = "0.0.1";
+  script->identity.plugin_version = "0.0.1";
   script->identity.pci_vendor_ids = {vendor_id};
   script->identity.abi = "1.1";
-  CardGroup group;
+  sdk::AcceleratorGroup group;
   group.product = "Fake " + name + " 16G";
   group.memory_mib = 16384;
   for (int i = 0; i < cards; ++i) {
-    Card card;
+    sdk::Accelerator card;
     card.id = name + "-card-" + std::to_string(i);
     card.index = static_cast<uint32_t>(i);
     card.physical_indexes = {static_cast<uint32_t>(i)};
     card.memory_mib = 16384;
-    card.health = Health::kHealthy;
-    group.cards.push_back(card);
+    card.health = GPUSTACK_HEALTH_HEALTHY;
+    group.accelerators.push_back(card);
   }
   if (cards > 0) script->groups.push_back(group);
   return script;

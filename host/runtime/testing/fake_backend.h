@@ -23,13 +23,13 @@ namespace gpustack::runtime::testing {
 struct FakeScript {
   std::mutex mutex;
   PluginIdentity identity;
-  std::vector<CardGroup> groups;
+  std::vector<sdk::AcceleratorGroup> groups;
   std::optional<Error> init_error;
   std::deque<Error> discover_errors;                 // the next passes fail with these, in order
   std::map<Hook, std::chrono::milliseconds> delays;  // a call takes this long
   std::map<Hook, int> signals;       // a call raises this signal, on its own thread (a crash)
   std::atomic<bool> release{false};  // ends every delay at once
-  std::deque<std::vector<HealthEvent>> health_events;
+  std::deque<std::vector<sdk::HealthEvent>> health_events;
   PluginSettings settings;  // what Init received
   std::atomic<int> calls{0};
   std::atomic<int> shutdowns{0};
@@ -44,18 +44,17 @@ class FakeBackend final : public PluginBackend {
   Status Init(const PluginSettings& settings,
               const std::vector<pci::PciDevice>& inventory) override;
   void Shutdown() override;
-  Result<std::vector<CardGroup>> Discover() override;
-  Result<std::vector<ContainerEdit>> Grant(const GrantRequest& request) override;
-  Result<std::vector<Partition>> ListPartitions(const std::string& card_id) override;
-  Result<Partition> CreatePartition(const PartitionRequest& request) override;
-  Status DestroyPartition(const PartitionRef& partition) override;
-  Result<Samples> SampleMetrics(const std::vector<std::string>& card_ids,
-                                bool include_processes) override;
-  Result<std::vector<HealthEvent>> PollHealthEvents(uint32_t timeout_ms) override;
-  Result<std::vector<DeviceNode>> ListDeviceNodes(
+  Result<std::vector<sdk::AcceleratorGroup>> Discover() override;
+  Result<std::vector<sdk::ContainerEdit>> Grant(const sdk::Grant& grant) override;
+  Result<std::vector<sdk::Partition>> ListPartitions(const std::string& card_id) override;
+  Result<sdk::Partition> CreatePartition(const sdk::CreatePartitionRequest& request) override;
+  Status DestroyPartition(const sdk::DestroyPartitionRequest& request) override;
+  Result<client::MetricsSnapshot> SampleMetrics(const sdk::MetricsRequest& request) override;
+  Result<std::vector<sdk::HealthEvent>> PollHealthEvents(uint32_t timeout_ms) override;
+  Result<std::vector<sdk::DeviceNode>> ListDeviceNodes(
       const std::vector<std::string>& card_ids) override;
-  Result<Slice> PrepareSlice(const SliceRequest& request) override;
-  Status UnprepareSlice(const SliceRef& slice) override;
+  Result<sdk::Slice> PrepareSlice(const sdk::PrepareSliceRequest& request) override;
+  Status UnprepareSlice(const sdk::UnprepareSliceRequest& request) override;
 
  private:
   void Delay(Hook hook);

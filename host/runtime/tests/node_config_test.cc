@@ -187,6 +187,17 @@ TEST(NodeConfig, AnUnknownKeyIsNamedNotIgnored) {
   EXPECT_EQ(typo.code(), Code::kInvalidArgument);
 }
 
+// The schema is versioned: v1 (or no version, the first files) is read, a later one refused.
+TEST(NodeConfig, TheSchemaVersionIsV1AndALaterOneIsRefused) {
+  EXPECT_TRUE(ParseNodeConfig(R"({"version": "v1", "default_enable": "off"})", "f"));
+  EXPECT_TRUE(ParseNodeConfig(R"({"default_enable": "off"})", "f"));
+  auto later = ParseNodeConfig(R"({"version": "v2", "default_enable": "off"})", "node config f");
+  ASSERT_FALSE(later);
+  EXPECT_EQ(later.error(), "node config f: version \"v2\" is not one this daemon reads (v1)");
+  EXPECT_EQ(later.code(), Code::kInvalidArgument);
+  EXPECT_FALSE(ParseNodeConfig(R"({"version": 1})", "f"));
+}
+
 TEST(NodeConfig, LibraryPathComesFromTheConfigElseTheVariableOfThatPlugin) {
   auto config = ParseNodeConfig(
       R"({"plugins": {"acme-ai": {"config": {"devices": "2"}},

@@ -142,7 +142,7 @@ TEST(NodeRuntime, TwoPluginsReportingOneCardRefuseTheSpecNamingBoth) {
   node.AddPci(0x2222, 1);
   auto a = MakeScript("alpha", 0x1111, 1);
   auto b = MakeScript("beta", 0x2222, 1);
-  b->groups[0].cards[0].id = "alpha-card-0";
+  b->groups[0].accelerators[0].id = "alpha-card-0";
   auto runtime = OpenRuntime(node.Options(), {{CandidateOf(*a), a}, {CandidateOf(*b), b}});
   runtime->Discover();
   const NodeReport report = runtime->Report();
@@ -325,13 +325,13 @@ TEST(NodeRuntime, HealthEventsReachThePublishedCardsAndTheSpec) {
   Node node;
   node.AddPci(0x1234, 2);
   auto acme = MakeScript("acme", 0x1234, 2);
-  acme->identity.capabilities.health_events = true;
+  acme->identity.capabilities |= GPUSTACK_CAP_HEALTH_EVENTS;
   auto runtime = OpenRuntime(node.Options(), {{CandidateOf(*acme), acme}});
   runtime->Discover();
   std::atomic<int> changes{0};
   {
     std::lock_guard lock(acme->mutex);
-    acme->health_events.push_back({{"acme-card-1", Health::kUnhealthy, "XID 79"}});
+    acme->health_events.push_back({{"acme-card-1", GPUSTACK_HEALTH_UNHEALTHY, "XID 79"}});
   }
   runtime->StartHealthLoop(std::chrono::milliseconds(50), [&] { ++changes; });
   for (int i = 0; i < 200 && changes == 0; ++i) {
@@ -340,8 +340,8 @@ TEST(NodeRuntime, HealthEventsReachThePublishedCardsAndTheSpec) {
   runtime->StopHealthLoop();
   ASSERT_EQ(changes, 1);
   const NodeReport report = runtime->Report();
-  const Card& card = StatusOf(report, "acme").groups[0].cards[1];
-  EXPECT_EQ(card.health, Health::kUnhealthy);
+  const sdk::Accelerator& card = StatusOf(report, "acme").groups[0].accelerators[1];
+  EXPECT_EQ(card.health, GPUSTACK_HEALTH_UNHEALTHY);
   EXPECT_EQ(card.health_reason, "XID 79");
   EXPECT_TRUE(report.spec->groups[0].accelerators[1].unhealthy);
 }
@@ -352,7 +352,7 @@ TEST(NodeRuntime, APluginAnsweringHealthPollsAtOnceIsNotPolledFlatOut) {
   Node node;
   node.AddPci(0x1234, 1);
   auto acme = MakeScript("acme", 0x1234, 1);
-  acme->identity.capabilities.health_events = true;
+  acme->identity.capabilities |= GPUSTACK_CAP_HEALTH_EVENTS;
   auto runtime = OpenRuntime(node.Options(), {{CandidateOf(*acme), acme}});
   runtime->Discover();
   const int before = acme->calls;
@@ -367,7 +367,7 @@ TEST(NodeRuntime, AHealthPollThatHangsShowsThePluginHungAtOnce) {
   Node node;
   node.AddPci(0x1234, 1);
   auto acme = MakeScript("acme", 0x1234, 1);
-  acme->identity.capabilities.health_events = true;
+  acme->identity.capabilities |= GPUSTACK_CAP_HEALTH_EVENTS;
   RuntimeOptions options = node.Options();
   options.hook_deadline = std::chrono::milliseconds(100);
   auto runtime = OpenRuntime(options, {{CandidateOf(*acme), acme}});

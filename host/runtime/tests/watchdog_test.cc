@@ -23,7 +23,7 @@ TEST(Watchdog, CallsPassThroughWhileThePluginAnswers) {
   auto groups = guarded.Discover();
   ASSERT_TRUE(groups) << groups.error();
   EXPECT_EQ(CardCount(*groups), 2u);
-  auto edits = guarded.Grant({"pod", "main", GrantMode::kExclusive, {"acme-card-1"}});
+  auto edits = guarded.Grant({"pod", "main", GPUSTACK_GRANT_EXCLUSIVE, {"acme-card-1"}});
   ASSERT_TRUE(edits);
   EXPECT_EQ(edits->at(0).value, "acme-card-1");
   EXPECT_FALSE(guarded.hung());
@@ -47,7 +47,7 @@ TEST(Watchdog, AHungHookIsAbandonedAtItsDeadlineAndNeverCalledAgain) {
   EXPECT_TRUE(guarded->hung());
   EXPECT_EQ(guarded->hung_reason(), "discover did not return within 0.2 s");
 
-  auto again = guarded->SampleMetrics({}, false);
+  auto again = guarded->SampleMetrics({});
   ASSERT_FALSE(again);
   EXPECT_EQ(again.code(), Code::kUnavailable);
   EXPECT_NE(again.error().find("the plugin is hung"), std::string::npos) << again.error();
@@ -60,7 +60,7 @@ TEST(Watchdog, AHungHookIsAbandonedAtItsDeadlineAndNeverCalledAgain) {
 
 TEST(Watchdog, AHealthPollHasItsOwnLaneAndTheTimeoutItAskedFor) {
   auto script = MakeScript("acme", 0x1234, 1);
-  script->identity.capabilities.health_events = true;
+  script->identity.capabilities |= GPUSTACK_CAP_HEALTH_EVENTS;
   script->delays[Hook::kPollHealthEvents] = milliseconds(300);  // within timeout + deadline
   GuardedBackend guarded(std::make_unique<FakeBackend>(script), {milliseconds(200)});
   ASSERT_TRUE(guarded.Init({}, {}));

@@ -1,0 +1,363 @@
+#include "host/https/server.h"
+
+#include <nlohmann/json.hpp>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "host/common/logging.h"
+
+namespace gpustack::https {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// The label of requests for paths no route serves: a client must not grow the counters at will.
+constexpr const char* kUnknownPath = "(unknown)";
+constexpr const char* kTooLarge = "(too large)";
+
+std::string ErrorBody(const std::string& message) {
+  return nlohmann::json{{"error", message}}.dump();
+}
+
+std::string Join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+}  // namespace
+
+const std::vector<double>& LatencyHistogram::Bounds() {
+  static const std::vector<double> bounds = {0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075,
+                                             0.001,   0.002,  0.005,  0.01,   0.025,  0.05,
+                                             0.1,     0.25,   0.5,    1,      2.5,    10};
+  return bounds;
+}
+
+double LatencyHistogram::Quantile(double q) const {
+  if (total == 0) return 0;
+  const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(total)));
+  const auto& bounds = Bounds();
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (counts[i] >= rank) return bounds[i];
+  }
+  return INFINITY;
+}
+
+struct Server::State : std::enable_shared_from_this<Server::State> {
+  ServerOptions options;
+  std::map<std::string, https::Route> routes;  // by path
+  asio::io_context io;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  uint16_t port = 0;
+  std::atomic<int> connections{0};
+  std::shared_ptr<spdlog::logger> log;
+
+  mutable std::mutex mutex;  // guards tls, latencies, answers
+  std::shared_ptr<asio::ssl::context> tls;
+  std::map<std::string, LatencyHistogram> latencies;
+  std::map<std::pair<std::string, int>, uint64_t> answers;  // path, status
+
+  std::shared_ptr<asio::ssl::context> Tls() {
+    std::lock_guard lock(mutex);
+    return tls;
+  }
+
+  void Record(const std::string& path, int status, Clock::duration took) {
+    const double seconds = std::chrono::duration<double>(took).count();
+    const bool routed = routes.contains(path);
+    std::lock_guard lock(mutex);
+    ++answers[{routed ? path : kUnknownPath, status}];
+    if (!routed) return;
+    LatencyHistogram& h = latencies[path];
+    const auto& bounds = LatencyHistogram::Bounds();
+    if (h.counts.empty()) h.counts.assign(bounds.size() + 1, 0);
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      if (seconds <= bounds[i]) ++h.counts[i];
+    }
+    ++h.counts.back();
+    ++h.total;
+    h.sum_seconds += seconds;
+  }
+
+  Response Answer(const http::request<http::string_body>& request) {
+    const std::string target(request.target());
+    const size_t question = target.find('?');
+    Request in{std::string(request.method_string()), target.substr(0, question),
+               question == std::string::npos ? std::string() : target.substr(question + 1),
+               request.body()};
+    if (request.method() == http::verb::head) in.method = "GET";
+    auto route = routes.find(in.path);
+    if (route == routes.end()) return {404, ErrorBody("no such path: " + in.path)};
+    const std::vector<std::string>& methods = route->second.methods;
+    if (std::find(methods.begin(), methods.end(), in.method) == methods.end())
+      return {405, ErrorBody("only " + Join(methods))};
+    if (!options.dump_dir.empty() && !in.body.empty()) Dump(in.path, in.body);
+    try {
+      return route->second.handler(in);
+    } catch (const std::exception& e) {
+      return {500, ErrorBody(std::string("internal error: ") + e.what())};
+    }
+  }
+
+  http::response<http::string_body> Respond(const http::request<http::string_body>& request) {
+    const auto started = Clock::now();
+    Response answer = Answer(request);
+    http::response<http::string_body> response;
+    response.version(request.version());
+    response.keep_alive(request.keep_alive());
+    response.result(static_cast<http::status>(answer.status));
+    response.set(http::field::content_type, answer.content_type);
+    response.body() = std::move(answer.body);
+    response.prepare_payload();
+    if (request.method() == http::verb::head) response.body().clear();
+    const std::string target(request.target());
+    Record(target.substr(0, target.find('?')), answer.status, Clock::now() - started);
+    return response;
+  }
+
+  void Dump(const std::string& path, const std::string& body) {
+    static std::atomic<uint64_t> sequence{0};
+    std::string name = path.substr(1);
+    std::replace(name.begin(), name.end(), '/', '_');
+    const std::string file =
+        options.dump_dir + "/" + name + "-" + std::to_string(sequence++) + ".json";
+    if (FILE* out = std::fopen(file.c_str(), "w")) {
+      std::fwrite(body.data(), 1, body.size(), out);
+      std::fclose(out);
+    }
+  }
+
+  void CountTooLarge() {
+    log->warn("refused a request over the size limit ({} bytes)", options.body_limit);
+    std::lock_guard lock(mutex);
+    ++answers[{kTooLarge, 413}];
+  }
+
+  asio::awaitable<void> Session(tcp::socket socket) {
+    struct Count {
+      std::atomic<int>& n;
+      ~Count() { --n; }
+    } count{connections};
+    auto tls_context = Tls();
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls_context);
+    try {
+      beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+      co_await stream.async_handshake(asio::ssl::stream_base::server, asio::use_awaitable);
+      beast::flat_buffer buffer(16384);
+      for (;;) {
+        http::request_parser<http::string_body> parser;
+        parser.body_limit(options.body_limit);
+        parser.header_limit(static_cast<uint32_t>(options.header_limit));
+        // A kept-alive connection may wait this long for its next request.
+        beast::get_lowest_layer(stream).expires_after(options.idle_timeout);
+        beast::error_code read_error;
+        co_await http::async_read_header(stream, buffer, parser,
+                                         asio::redirect_error(asio::use_awaitable, read_error));
+        beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+        if (!read_error && !parser.is_done())
+          co_await http::async_read(stream, buffer, parser,
+                                    asio::redirect_error(asio::use_awaitable, read_error));
+        if (read_error == http::error::body_limit) {
+          // Said, then closed: the rest of the body is never read.
+          CountTooLarge();
+          http::response<http::string_body> too_large{http::status::payload_too_large, 11};
+          too_large.set(http::field::content_type, "application/json");
+          too_large.body() = ErrorBody("the request is larger than " +
+                                       std::to_string(options.body_limit) + " bytes");
+          too_large.keep_alive(false);
+          too_large.prepare_payload();
+          co_await http::async_write(stream, too_large, asio::use_awaitable);
+          break;
+        }
+        if (read_error) throw boost::system::system_error(read_error);
+        auto response = Respond(parser.get());
+        const bool keep = response.keep_alive();
+        co_await http::async_write(stream, response, asio::use_awaitable);
+        if (!keep) break;
+      }
+      beast::error_code ignored;
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
+      co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ignored));
+    } catch (const boost::system::system_error& e) {
+      if (e.code() == http::error::header_limit) {
+        CountTooLarge();
+      } else {
+        log->debug("connection ended: {}", e.what());
+      }
+    } catch (const std::exception& e) {
+      log->debug("connection ended: {}", e.what());
+    }
+  }
+
+  asio::awaitable<void> Accept() {
+    for (;;) {
+      tcp::socket socket = co_await acceptor->async_accept(asio::use_awaitable);
+      if (connections.load() >= options.max_connections) {
+        beast::error_code ignored;
+        socket.close(ignored);
+        continue;
+      }
+      ++connections;
+      asio::co_spawn(io, Session(std::move(socket)), asio::detached);
+    }
+  }
+};
+
+Server::Server(ServerOptions options, std::vector<Route> routes)
+    : state_(std::make_shared<State>()) {
+  state_->log = Logger(options.name);
+  state_->options = std::move(options);
+  for (Route& r : routes) {
+    std::string path = r.path;
+    state_->routes.emplace(std::move(path), std::move(r));
+  }
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::SetCertificate(const KeyPair& pair) {
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1);
+  const std::string& name = state_->options.name;
+  beast::error_code ec;
+  tls->use_certificate_chain(asio::buffer(pair.cert_pem), ec);
+  if (ec) return Error{"the " + name + " certificate is not usable: " + ec.message()};
+  tls->use_private_key(asio::buffer(pair.key_pem), asio::ssl::context::pem, ec);
+  if (ec) return Error{"the " + name + " key is not usable: " + ec.message()};
+  if (SSL_CTX_check_private_key(tls->native_handle()) != 1)
+    return Error{"the " + name + " key does not belong to its certificate"};
+  std::lock_guard lock(state_->mutex);
+  state_->tls = std::move(tls);
+  return Ok{};
+}
+
+Status Server::Start() {
+  State& s = *state_;
+  const std::string& name = s.options.name;
+  if (!s.Tls()) return Error{"the " + name + " server has no certificate"};
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(s.options.address, ec);
+  if (ec)
+    return Error{"bad " + name + " listen address " + s.options.address + ": " + ec.message()};
+  s.acceptor = std::make_unique<tcp::acceptor>(s.io);
+  const tcp::endpoint endpoint(address, s.options.port);
+  s.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor->bind(endpoint, ec);
+  if (!ec) s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error{"cannot listen for " + name + " on " + s.options.address + ":" +
+                 std::to_string(s.options.port) + ": " + ec.message()};
+  }
+  s.port = s.acceptor->local_endpoint().port();
+  asio::co_spawn(s.io, s.Accept(), asio::detached);
+  for (int i = 0; i < std::max(1, s.options.threads); ++i)
+    s.threads.emplace_back([state = state_] { state->io.run(); });
+  return Ok{};
+}
+
+void Server::Stop() {
+  if (!state_) return;
+  state_->io.stop();
+  for (std::thread& t : state_->threads) {
+    if (t.joinable()) t.join();
+  }
+  state_->threads.clear();
+}
+
+uint16_t Server::port() const { return state_->port; }
+
+std::map<std::string, LatencyHistogram> Server::Latencies() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->latencies;
+}
+
+std::string Server::RenderMetrics(std::string_view family) const {
+  const std::string requests = std::string(family) + "_requests_total";
+  const std::string duration = std::string(family) + "_duration_seconds";
+  std::lock_guard lock(state_->mutex);
+  std::string out = "# HELP " + requests + " Requests answered, by path and HTTP status.\n# TYPE " +
+                    requests + " counter\n";
+  for (const auto& [key, n] : state_->answers) {
+    out += requests + "{path=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"} " +
+           std::to_string(n) + "\n";
+  }
+  out += "# HELP " + duration + " Time to answer one request, at the server.\n# TYPE " + duration +
+         " histogram\n";
+  for (const auto& [path, h] : state_->latencies) {
+    const auto& bounds = LatencyHistogram::Bounds();
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", bounds[i]);
+      out += duration + "_bucket{path=\"" + path + "\",le=\"" + le + "\"} " +
+             std::to_string(h.counts[i]) + "\n";
+    }
+    out +=
+        duration + "_bucket{path=\"" + path + "\",le=\"+Inf\"} " + std::to_string(h.total) + "\n";
+    out += duration + "_sum{path=\"" + path + "\"} " + std::to_string(h.sum_seconds) + "\n";
+    out += duration + "_count{path=\"" + path + "\"} " + std::to_string(h.total) + "\n";
+  }
+  return out;
+}
+
+Result<KeyPair> CertificateFor(const std::filesystem::path& dir, const std::string& common_name) {
+  if (!dir.empty()) return ReadCertificateDir(dir);
+  Logger("https")->info("no certificate directory: serving a self-signed certificate for {}",
+                        common_name);
+  return MakeSelfSignedCertificate(common_name, {common_name, "localhost"}, {"127.0.0.1"},
+                                   std::chrono::hours(24 * 365));
+}
+
+Result<std::unique_ptr<Server>> StartEndpoint(const EndpointOptions& options,
+                                              std::vector<Route> routes) {
+  auto certificate = CertificateFor(options.cert_dir, options.common_name);
+  if (!certificate) return certificate.failure();
+  auto server = std::make_unique<Server>(options.server, std::move(routes));
+  if (Status set = server->SetCertificate(*certificate); !set) return set.failure();
+  if (Status started = server->Start(); !started) return started.failure();
+  return server;
+}
+
+std::vector<Route> HealthRoutes(HealthHandlers handlers) {
+  const std::vector<std::string> get = {"GET"};
+  std::vector<Route> routes = {
+      {"/metrics", get,
+       [metrics = handlers.metrics](const Request&) {
+         return Response{200, metrics(), "text/plain; version=0.0.4; charset=utf-8"};
+       }},
+      {"/livez", get,
+       [](const Request&) {
+         return Response{200, "ok\n", "text/plain"};
+       }},
+      {"/readyz", get, [ready = handlers.ready, why = handlers.not_ready](const Request&) {
+         return ready() ? Response{200, "ok\n", "text/plain"}
+                        : Response{503, "not ready: " + why + "\n", "text/plain"};
+       }}};
+  if (handlers.snapshot) {
+    routes.push_back({"/monitor/snapshot", get, [snapshot = handlers.snapshot](const Request&) {
+                        return Response{200, snapshot(), "application/json"};
+                      }});
+  }
+  return routes;
+}
+
+}  // namespace gpustack::https

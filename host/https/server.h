@@ -1,0 +1,122 @@
+// The one HTTPS server of the project: the worker's admission webhooks and health endpoints, and
+// the node daemon's exporter are routes on it (and the worker's v1 API will be). HTTPS on
+// Boost.Beast + OpenSSL, HTTP/1.1 keep-alive, every connection bounded in request size and in
+// time and their number capped, so a slow or hostile client cannot hold it. The certificate can
+// be swapped while serving: rotation never drops a connection, new ones get the new certificate.
+#ifndef GPUSTACK_HOST_HTTPS_SERVER_H_
+#define GPUSTACK_HOST_HTTPS_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/common/result.h"
+#include "host/https/certs.h"
+
+namespace gpustack::https {
+
+struct Request {
+  std::string method;  // "GET", "POST"; HEAD reaches a GET route as "GET"
+  std::string path;    // the target without its query
+  std::string query;   // after '?', as sent
+  std::string body;
+};
+
+struct Response {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+// Runs on an I/O thread: it must not block for long. An exception becomes a 500.
+using Handler = std::function<Response(const Request&)>;
+
+struct Route {
+  std::string path;
+  std::vector<std::string> methods;  // the accepted ones; another gets 405
+  Handler handler;
+};
+
+struct ServerOptions {
+  std::string name = "https";  // names the server in the log ("webhooks", "exporter")
+  std::string address = "0.0.0.0";
+  uint16_t port = 0;            // 0: any free port (tests)
+  int threads = 1;              // I/O threads
+  size_t body_limit = 8 << 20;  // larger: 413, said, then the connection closes
+  size_t header_limit = 16 << 10;
+  std::chrono::seconds request_timeout{10};  // to read one request and write its answer
+  std::chrono::seconds idle_timeout{90};     // a kept-alive connection with nothing to read
+  int max_connections = 512;                 // more are closed at once
+  // When set, every request body is also written here (the webhook fuzz corpus is seeded from
+  // real apiserver requests this way).
+  std::string dump_dir{};
+};
+
+// Latency of the answers on one route, as a cumulative histogram (Prometheus buckets).
+struct LatencyHistogram {
+  static const std::vector<double>& Bounds();  // seconds
+  std::vector<uint64_t> counts;                // per bound, cumulative; last = +Inf
+  uint64_t total = 0;
+  double sum_seconds = 0;
+  // The q-quantile (0..1) read from the buckets: the upper bound of the bucket that holds it.
+  double Quantile(double q) const;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, std::vector<Route> routes);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Installs the certificate new connections get; the error says what is wrong with it.
+  Status SetCertificate(const KeyPair& pair);
+  // Listens (after SetCertificate) on the I/O threads; the error names the address.
+  Status Start();
+  void Stop();
+  uint16_t port() const;  // the bound port
+
+  std::map<std::string, LatencyHistogram> Latencies() const;  // by route path
+  // The answers by path and status, and the latency histograms, as Prometheus text under
+  // `<family>_requests_total` and `<family>_duration_seconds`.
+  std::string RenderMetrics(std::string_view family) const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The certificate of a server configured with a certificate directory (tls.crt, tls.key), or a
+// self-signed one for `common_name` when `dir` is empty.
+Result<KeyPair> CertificateFor(const std::filesystem::path& dir, const std::string& common_name);
+
+// A server whose certificate is fixed at start: the exporter's, the worker's health endpoint.
+struct EndpointOptions {
+  ServerOptions server{};
+  std::filesystem::path cert_dir{};  // empty: self-signed
+  std::string common_name{};
+};
+// Makes the certificate and starts listening; the error says which failed.
+Result<std::unique_ptr<Server>> StartEndpoint(const EndpointOptions& options,
+                                              std::vector<Route> routes);
+
+// The routes every long-running process serves about itself: /metrics (Prometheus text),
+// /livez, /readyz and, when `snapshot` is set, /monitor/snapshot (JSON).
+struct HealthHandlers {
+  std::function<std::string()> metrics{};
+  std::function<bool()> ready{};
+  std::string not_ready{};  // what /readyz says while not ready
+  std::function<std::string()> snapshot{};
+};
+std::vector<Route> HealthRoutes(HealthHandlers handlers);
+
+}  // namespace gpustack::https
+
+#endif  // GPUSTACK_HOST_HTTPS_SERVER_H_

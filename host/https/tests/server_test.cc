@@ -1,0 +1,119 @@
+#include "host/https/server.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+namespace gpustack::https {
+namespace {
+
+std::string Curl(const std::string& args) {
+  std::string out;
+  if (FILE* pipe = popen(("curl -sk -o - -w ' %{http_code}' " + args + " 2>&1").c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    pclose(pipe);
+  }
+  return out;
+}
+
+KeyPair Serving() {
+  auto ca = MakeCertificateAuthority("ca", std::chrono::hours(1));
+  auto serving =
+      MakeServingCertificate(*ca, "localhost", {"localhost"}, {"127.0.0.1"}, std::chrono::hours(1));
+  EXPECT_TRUE(serving) << serving.error();
+  return *serving;
+}
+
+// The server's own answers: the handler's, a wrong method, a wrong path, a body over the limit
+// (said, not a dropped connection), and the latency of what it answered.
+TEST(Server, AnswersRefusesAndMeasures) {
+  const KeyPair serving = Serving();
+  ServerOptions options;
+  options.address = "127.0.0.1";
+  options.body_limit = 1024;
+  Server server(options, {{"/echo", {"POST"}, [](const Request& r) {
+                             return Response{200, "{\"got\":" + std::to_string(r.body.size()) +
+                                                      ",\"query\":\"" + r.query + "\"}"};
+                           }}});
+  EXPECT_FALSE(server.Start());  // no certificate yet
+  ASSERT_TRUE(server.SetCertificate(serving));
+  EXPECT_FALSE(server.SetCertificate({serving.cert_pem, Serving().key_pem}));  // not its key
+  ASSERT_TRUE(server.Start());
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(Curl("-X POST --data abc '" + url + "/echo?x=1'"), "{\"got\":3,\"query\":\"x=1\"} 200");
+  EXPECT_EQ(Curl(url + "/echo"), "{\"error\":\"only POST\"} 405");
+  EXPECT_EQ(Curl("-X POST --data abc " + url + "/nope"), "{\"error\":\"no such path: /nope\"} 404");
+  EXPECT_EQ(Curl("-X POST --data " + std::string(2000, 'a') + " " + url + "/echo"),
+            "{\"error\":\"the request is larger than 1024 bytes\"} 413");
+  server.Stop();
+  EXPECT_EQ(server.Latencies()["/echo"].total, 2u);  // the POST and the GET; not the 413
+  const std::string metrics = server.RenderMetrics("gpustack_test");
+  EXPECT_NE(metrics.find("gpustack_test_requests_total{path=\"(too large)\",code=\"413\"} 1"),
+            std::string::npos)
+      << metrics;
+  // A path no route serves is counted without its name: a client cannot grow the series.
+  EXPECT_NE(metrics.find("gpustack_test_requests_total{path=\"(unknown)\",code=\"404\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("/nope"), std::string::npos) << metrics;
+}
+
+TEST(Server, AHandlerThatThrowsIsA500AndTheServerGoesOn) {
+  Server server(
+      {.address = "127.0.0.1"},
+      {{"/boom", {"GET"}, [](const Request&) -> Response { throw std::runtime_error("kaput"); }}});
+  ASSERT_TRUE(server.SetCertificate(Serving()));
+  ASSERT_TRUE(server.Start());
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(Curl(url + "/boom"), "{\"error\":\"internal error: kaput\"} 500");
+  EXPECT_EQ(Curl(url + "/boom"), "{\"error\":\"internal error: kaput\"} 500");
+}
+
+TEST(Server, AnAddressInUseIsNamed) {
+  Server first({.name = "first", .address = "127.0.0.1"}, {});
+  ASSERT_TRUE(first.SetCertificate(Serving()));
+  ASSERT_TRUE(first.Start());
+  Server second({.name = "second", .address = "127.0.0.1", .port = first.port()}, {});
+  ASSERT_TRUE(second.SetCertificate(Serving()));
+  Status started = second.Start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(
+      started.error().find("cannot listen for second on 127.0.0.1:" + std::to_string(first.port())),
+      std::string::npos)
+      << started.error();
+}
+
+TEST(HealthRoutes, MetricsLivenessReadinessAndTheSnapshot) {
+  bool ready = false;
+  HealthHandlers handlers{.metrics = [] { return std::string("up 1\n"); },
+                          .ready = [&] { return ready; },
+                          .not_ready = "waiting for the kubelet"};
+  auto self = CertificateFor({}, "health-test");
+  ASSERT_TRUE(self) << self.error();
+  Server without({.address = "127.0.0.1"}, HealthRoutes(handlers));
+  ASSERT_TRUE(without.SetCertificate(*self));
+  ASSERT_TRUE(without.Start());
+  std::string url = "https://127.0.0.1:" + std::to_string(without.port());
+  EXPECT_EQ(Curl(url + "/metrics"), "up 1\n 200");
+  const std::string head = Curl("-I " + url + "/metrics");  // the headers, no body
+  EXPECT_NE(head.find("HTTP/1.1 200"), std::string::npos) << head;
+  EXPECT_NE(head.find("Content-Length: 5"), std::string::npos) << head;
+  EXPECT_EQ(Curl(url + "/livez"), "ok\n 200");
+  EXPECT_EQ(Curl(url + "/readyz"), "not ready: waiting for the kubelet\n 503");
+  ready = true;
+  EXPECT_EQ(Curl(url + "/readyz"), "ok\n 200");
+  EXPECT_EQ(Curl(url + "/monitor/snapshot").substr(0, 1), "{");  // no snapshot: 404's JSON
+  EXPECT_NE(Curl(url + "/monitor/snapshot").find("404"), std::string::npos);
+  EXPECT_EQ(Curl("-X POST " + url + "/metrics"), "{\"error\":\"only GET\"} 405");
+
+  handlers.snapshot = [] { return std::string("{\"round\":1}"); };
+  Server with({.address = "127.0.0.1"}, HealthRoutes(handlers));
+  ASSERT_TRUE(with.SetCertificate(*self));
+  ASSERT_TRUE(with.Start());
+  url = "https://127.0.0.1:" + std::to_string(with.port());
+  EXPECT_EQ(Curl(url + "/monitor/snapshot"), "{\"round\":1} 200");
+}
+
+}  // namespace
+}  // namespace gpustack::https
