@@ -139,12 +139,136 @@ Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
   return fit ? fit : FitImpl(r, /*explain=*/true);
 }
 
-Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) const {
-  std::string why;  // per-card reasons, for the explanation
-  auto note = [&](const CardState& c, auto&& reason) {
+namespace {
+
+// Why no card took a request, gathered only when an explanation is asked for: the fast path
+// builds no strings.
+struct Explanation {
+  bool explain = false;
+  std::string why;  // per-card reasons
+
+  template <class Reason>
+  void Note(const CardState& c, Reason&& reason) {
     if (explain) why += (why.empty() ? "" : "; ") + CardName(c) + ": " + std::string(reason());
-  };
-  std::vector<const CardState*> eligible;
+  }
+};
+
+using Charges = std::vector<Charge>;
+using Eligible = std::vector<const CardState*>;
+
+// The first `count` eligible cards, whole; nullopt when there are fewer.
+std::optional<Charges> FitExclusive(const Eligible& eligible, const Request& r, Explanation& e) {
+  if (eligible.size() < r.count) {
+    for (const CardState* c : eligible) e.Note(*c, [] { return "free"; });
+    return std::nullopt;
+  }
+  Charges charges;
+  for (size_t i = 0; i < r.count; ++i)
+    charges.push_back({eligible[i]->card->id, Mode::kExclusive, kCardCredits, 0, 0, {}, {}});
+  return charges;
+}
+
+// N slots of the fullest card that has them (ties keep spec order).
+std::optional<Charges> FitShared(const Eligible& eligible, const Request& r, Explanation& e) {
+  const CardState* best = nullptr;
+  for (const CardState* c : eligible) {
+    const uint32_t free = kSharedSlots - c->shared_slots;
+    if (free < r.count) {
+      e.Note(*c, [&] {
+        return std::to_string(free) + " free ownership slot(s) < " + std::to_string(r.count);
+      });
+    } else if (best == nullptr || c->shared_slots > best->shared_slots) {
+      best = c;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return Charges{{best->card->id,
+                  Mode::kShared,
+                  static_cast<int64_t>(r.count) * kSharedSlotCredits,
+                  r.count,
+                  0,
+                  {},
+                  {}}};
+}
+
+// The fullest card with the units, a free slice slot and (without overcommit) the compute.
+std::optional<Charges> FitSliced(const Eligible& eligible, const Request& r, Explanation& e) {
+  const CardState* best = nullptr;
+  for (const CardState* c : eligible) {
+    if (!c->card->sliceable()) {
+      e.Note(*c, [] { return "offers no logical slices"; });
+    } else if (c->remaining() < r.units) {
+      e.Note(*c, [&] {
+        return std::to_string(c->remaining()) + " credits remaining < " + std::to_string(r.units);
+      });
+    } else if (c->slices >= c->card->logical_count) {
+      e.Note(*c, [&] {
+        return "no free slice slot (" + std::to_string(c->slices) + "/" +
+               std::to_string(c->card->logical_count) + ")";
+      });
+    } else if (!c->card->cores_percentage_overcommit &&
+               c->cores_percentage + r.cores_percentage > 100) {
+      e.Note(*c, [&] {
+        return std::to_string(100 - c->cores_percentage) + "% compute left < " +
+               std::to_string(r.cores_percentage) + "% (no overcommit)";
+      });
+    } else if (best == nullptr || c->remaining() < best->remaining()) {
+      best = c;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return Charges{{best->card->id, Mode::kSliced, r.units, 0, r.cores_percentage, {}, {}}};
+}
+
+// The most occupied card with a free placement of the profile (only the asked one, if any).
+std::optional<Charges> FitPartitioned(const Eligible& eligible, const Request& r, Explanation& e) {
+  const CardState* best = nullptr;
+  const Placement* best_placement = nullptr;
+  for (const CardState* c : eligible) {
+    const PartitionProfile* profile = c->card->FindProfile(r.profile);
+    const Placement* placement = profile ? FreePlacement(*c, *profile, r.placement) : nullptr;
+    if (profile == nullptr) {
+      e.Note(*c, [&] { return "does not offer " + r.profile; });
+    } else if (placement == nullptr) {
+      e.Note(*c, [&] {
+        return r.placement
+                   ? "placement " + std::to_string(r.placement->start) + "+" +
+                         std::to_string(r.placement->length) + " for " + r.profile + " is not free"
+                   : "no free placement for " + r.profile;
+      });
+    } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
+      best = c;
+      best_placement = placement;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return Charges{{best->card->id, Mode::kPartitioned,
+                  PartitionCredits(*best->card, *best_placement), 0, 0, r.profile,
+                  *best_placement}};
+}
+
+// What a refusal adds after "fits a sliced request": the size that did not fit.
+std::string Asked(const Request& r) {
+  switch (r.mode) {
+    case Mode::kExclusive:
+      return " for " + std::to_string(r.count) + " card(s)";
+    case Mode::kShared:
+      return " for " + std::to_string(r.count) + " slot(s)";
+    case Mode::kSliced:
+      return " of " + std::to_string(r.units) + " units";
+    case Mode::kPartitioned:
+      return " for " + r.profile;
+    case Mode::kNone:
+      break;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) const {
+  Explanation e{explain, {}};
+  Eligible eligible;
   for (const CardState& c : cards_) {
     if (c.group->manufacturer != r.manufacturer) continue;
     if (!r.group_id.empty() && c.group->id != r.group_id) continue;  // units fold per model
@@ -153,118 +277,39 @@ Result<std::vector<Charge>> NodeLedger::FitImpl(const Request& r, bool explain) 
       continue;
     }
     if (const char* reason = Unavailable(c, r.mode)) {
-      note(c,
-           [&] { return reason == kHeld ? std::string(kHeld) + " " + ModeName(c.mode) : reason; });
+      e.Note(c, [&] {
+        return reason == kHeld ? std::string(kHeld) + " " + ModeName(c.mode) : reason;
+      });
       continue;
     }
     eligible.push_back(&c);
   }
-  auto nothing = [&](auto&& detail_text) -> Error {
-    if (!explain) return Error{};  // the caller asks again with explain = true
-    const std::string detail = detail_text();
-    const std::string what =
-        std::string(r.mode == Mode::kExclusive ? "an " : "a ") + ModeKey(r.mode) + " request";
-    return Error{
-        "no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
-        (why.empty() ? std::string(": the node has no ") + r.manufacturer + " card" : ": " + why)};
-  };
-
+  std::optional<Charges> charges;
   switch (r.mode) {
-    case Mode::kExclusive: {
-      if (eligible.size() < r.count) {
-        for (const CardState* c : eligible) note(*c, [&] { return "free"; });
-        return nothing([&] {
-          return std::string(" for " + std::to_string(r.count) + " card(s) (" +
-                             std::to_string(eligible.size()) + " free)");
-        });
-      }
-      std::vector<Charge> charges;
-      for (size_t i = 0; i < r.count; ++i) {
-        charges.push_back({eligible[i]->card->id, Mode::kExclusive, kCardCredits, 0, 0, {}, {}});
-      }
-      return charges;
-    }
-    case Mode::kShared: {
-      const CardState* best = nullptr;
-      for (const CardState* c : eligible) {
-        const uint32_t free = kSharedSlots - c->shared_slots;
-        if (free < r.count) {
-          note(*c, [&] {
-            return std::to_string(free) + " free ownership slot(s) < " + std::to_string(r.count);
-          });
-        } else if (best == nullptr || c->shared_slots > best->shared_slots) {
-          best = c;  // pack onto the fullest card that fits; ties keep spec order
-        }
-      }
-      if (best == nullptr)
-        return nothing([&] { return std::string(" for " + std::to_string(r.count) + " slot(s)"); });
-      return std::vector<Charge>{{best->card->id,
-                                  Mode::kShared,
-                                  static_cast<int64_t>(r.count) * kSharedSlotCredits,
-                                  r.count,
-                                  0,
-                                  {},
-                                  {}}};
-    }
-    case Mode::kSliced: {
-      const CardState* best = nullptr;
-      for (const CardState* c : eligible) {
-        if (!c->card->sliceable()) {
-          note(*c, [&] { return "offers no logical slices"; });
-        } else if (c->remaining() < r.units) {
-          note(*c, [&] {
-            return std::to_string(c->remaining()) + " credits remaining < " +
-                   std::to_string(r.units);
-          });
-        } else if (c->slices >= c->card->logical_count) {
-          note(*c, [&] {
-            return "no free slice slot (" + std::to_string(c->slices) + "/" +
-                   std::to_string(c->card->logical_count) + ")";
-          });
-        } else if (!c->card->cores_percentage_overcommit &&
-                   c->cores_percentage + r.cores_percentage > 100) {
-          note(*c, [&] {
-            return std::to_string(100 - c->cores_percentage) + "% compute left < " +
-                   std::to_string(r.cores_percentage) + "% (no overcommit)";
-          });
-        } else if (best == nullptr || c->remaining() < best->remaining()) {
-          best = c;  // the fullest card that fits
-        }
-      }
-      if (best == nullptr)
-        return nothing([&] { return std::string(" of " + std::to_string(r.units) + " units"); });
-      return std::vector<Charge>{
-          {best->card->id, Mode::kSliced, r.units, 0, r.cores_percentage, {}, {}}};
-    }
-    case Mode::kPartitioned: {
-      const CardState* best = nullptr;
-      const Placement* best_placement = nullptr;
-      for (const CardState* c : eligible) {
-        const PartitionProfile* profile = c->card->FindProfile(r.profile);
-        const Placement* placement = profile ? FreePlacement(*c, *profile, r.placement) : nullptr;
-        if (profile == nullptr) {
-          note(*c, [&] { return "does not offer " + r.profile; });
-        } else if (placement == nullptr) {
-          note(*c, [&] {
-            return r.placement ? "placement " + std::to_string(r.placement->start) + "+" +
-                                     std::to_string(r.placement->length) + " for " + r.profile +
-                                     " is not free"
-                               : "no free placement for " + r.profile;
-          });
-        } else if (best == nullptr || UsedMemorySlices(*c) > UsedMemorySlices(*best)) {
-          best = c;  // the most occupied card that fits
-          best_placement = placement;
-        }
-      }
-      if (best == nullptr) return nothing([&] { return std::string(" for " + r.profile); });
-      return std::vector<Charge>{{best->card->id, Mode::kPartitioned,
-                                  PartitionCredits(*best->card, *best_placement), 0, 0, r.profile,
-                                  *best_placement}};
-    }
-    case Mode::kNone:
+    case Mode::kExclusive:
+      charges = FitExclusive(eligible, r, e);
       break;
+    case Mode::kShared:
+      charges = FitShared(eligible, r, e);
+      break;
+    case Mode::kSliced:
+      charges = FitSliced(eligible, r, e);
+      break;
+    case Mode::kPartitioned:
+      charges = FitPartitioned(eligible, r, e);
+      break;
+    case Mode::kNone:
+      return Error{"a request needs a mode"};
   }
-  return Error{"a request needs a mode"};
+  if (charges) return *charges;
+  if (!explain) return Error{};  // the caller asks again with explain = true
+  std::string detail = Asked(r);
+  if (r.mode == Mode::kExclusive) detail += " (" + std::to_string(eligible.size()) + " free)";
+  const std::string what =
+      std::string(r.mode == Mode::kExclusive ? "an " : "a ") + ModeKey(r.mode) + " request";
+  return Error{"no " + r.manufacturer + " card on node " + node_ + " fits " + what + detail +
+               (e.why.empty() ? std::string(": the node has no ") + r.manufacturer + " card"
+                              : ": " + e.why)};
 }
 
 Status NodeLedger::Check(const Charge& charge, const CardState& c) const {

@@ -431,97 +431,60 @@ Json Fleet::RenderDerivedInstanceType(const PoolIdentity& id) const {
       {"spec", spec}};
 }
 
-Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
-                                     const std::string& stop_reason) const {
-  const std::string name = instance_type["metadata"].value("name", "");
-  const Json& spec = instance_type.value("spec", Json::object());
-  const Json unit = spec.value("unitResources", Json::object());
-  Json status = {{"entrance", EntranceName(name)},
-                 {"phase", stopped ? "Inactive" : "Active"},
-                 {"phaseMessage", stopped ? stop_reason : ""}};
-  Json columns = {{"unit", unit.value("cpu", "") + "/" + unit.value("ram", "") + "/" +
-                               spec.value("localStorage", "")}};
-  auto identity = IdentityOf(instance_type);
-  ledger::PoolViews views;
-  ledger::ResourceView cpu;
-  Json detail = Json::object();
-  if (identity) {
-    const std::vector<const NodeFacts*> nodes = PoolNodes(*identity);
-    if (identity->acceleratable) {
-      const std::vector<const Flavor*> flavors = FlavorsOf(*identity);
-      if (!flavors.empty()) {
-        const Flavor& f = *flavors.front();
-        std::vector<const ledger::NodeLedger*> ledgers;
-        for (const NodeFacts* n : nodes)
-          if (n->ledger) ledgers.push_back(n->ledger.get());
-        views = ledger::ComputePoolViews(ledgers, f.manufacturer, f.group_id);
-        ledger::SlicedDetail sliced;
-        std::map<std::string, uint32_t> profile_counts;
-        std::map<std::string, uint64_t> profile_memory;  // MiB, what the Pod webhook folds
-        std::vector<std::string> profile_order;
-        const ledger::Group* shown = nullptr;
-        for (const NodeFacts* n : nodes) {
-          const ledger::Group* g = FindGroup(*n, f.manufacturer, f.group_id);
-          if (g == nullptr) continue;
-          if (shown == nullptr) shown = g;
-          const ledger::SlicedDetail d = ledger::SlicedDetailOf(*g);
-          sliced.cores_percentage_overcommit |= d.cores_percentage_overcommit;
-          sliced.logical_count += d.logical_count;
-          sliced.physical_count += d.physical_count;
-          for (const auto& p : d.physical_profiles) {
-            auto [it, added] = profile_counts.try_emplace(p.name, 0);
-            if (added) profile_order.push_back(p.name);
-            it->second += p.count;
-          }
-          for (const ledger::Accelerator& card : g->accelerators) {
-            for (const ledger::PartitionProfile& p : card.profiles)
-              profile_memory.try_emplace(p.name, p.memory_mib);
-          }
-        }
-        if (shown != nullptr) {
-          // Maps that would be empty are left out: server-side apply turns a map whose last
-          // field goes into null, which the schema refuses.
-          Json sliced_detail = {
-              {"logical",
-               {{"count", sliced.logical_count},
-                {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}}};
-          if (sliced.physical_count > 0) {
-            Json profiles = Json::array();
-            for (const auto& p : profile_order)
-              profiles.push_back(
-                  {{"name", p}, {"count", profile_counts[p]}, {"memoryMib", profile_memory[p]}});
-            sliced_detail["physical"] = {{"count", sliced.physical_count}, {"profiles", profiles}};
-          }
-          detail = {{"manufacturer", shown->manufacturer},
-                    {"product", shown->name},
-                    {"memory", shown->memory},
-                    {"cores", shown->cores},
-                    {"slicedDetail", sliced_detail}};
-          if (!shown->family.empty()) detail["family"] = shown->family;
-          if (!shown->compute_capability.empty())
-            detail["computeCapability"] = shown->compute_capability;
-        }
-      }
-    } else {
-      std::vector<ledger::CpuNode> cpu_nodes;
-      for (const NodeFacts* n : nodes) {
-        auto requested = cpu_requests_.find(n->name);
-        const int64_t taken_m = requested == cpu_requests_.end() ? 0 : requested->second;
-        // Whole cores left: what a unit of 1 CPU can still get on the node.
-        const int64_t free = std::max<int64_t>(0, n->cores * 1000 - taken_m) / 1000;
-        cpu_nodes.push_back({n->cores, n->cores - free});
-      }
-      cpu = ledger::CpuView(cpu_nodes);
-      const bool generic = identity->general_group == "generic";
-      const NodeFacts* first = nodes.empty() ? nullptr : nodes.front();
-      detail = {{"cpu",
-                 {{"manufacturer", generic || !first ? "generic" : first->cpu_vendor},
-                  {"product", generic || !first ? "generic" : first->cpu_name}}}};
+namespace {
+
+// What an accelerated pool shows of its hardware (status.detail): the first node's card group,
+// with the logical and partition counts summed over the pool. Empty when no node has the group.
+Json AcceleratedDetail(const std::vector<const NodeFacts*>& nodes, const Flavor& f) {
+  ledger::SlicedDetail sliced;
+  std::map<std::string, uint32_t> profile_counts;
+  std::map<std::string, uint64_t> profile_memory;  // MiB, what the Pod webhook folds
+  std::vector<std::string> profile_order;
+  const ledger::Group* shown = nullptr;
+  for (const NodeFacts* n : nodes) {
+    const ledger::Group* g = FindGroup(*n, f.manufacturer, f.group_id);
+    if (g == nullptr) continue;
+    if (shown == nullptr) shown = g;
+    const ledger::SlicedDetail d = ledger::SlicedDetailOf(*g);
+    sliced.cores_percentage_overcommit |= d.cores_percentage_overcommit;
+    sliced.logical_count += d.logical_count;
+    sliced.physical_count += d.physical_count;
+    for (const auto& p : d.physical_profiles) {
+      auto [it, added] = profile_counts.try_emplace(p.name, 0);
+      if (added) profile_order.push_back(p.name);
+      it->second += p.count;
     }
-  } else {
-    status["phaseMessage"] = identity.error();
+    for (const ledger::Accelerator& card : g->accelerators) {
+      for (const ledger::PartitionProfile& p : card.profiles)
+        profile_memory.try_emplace(p.name, p.memory_mib);
+    }
   }
-  if (!detail.empty()) status["detail"] = detail;
+  if (shown == nullptr) return Json::object();
+  // Maps that would be empty are left out: server-side apply turns a map whose last field goes
+  // into null, which the schema refuses.
+  Json sliced_detail = {{"logical",
+                         {{"count", sliced.logical_count},
+                          {"coresPercentageOvercommit", sliced.cores_percentage_overcommit}}}};
+  if (sliced.physical_count > 0) {
+    Json profiles = Json::array();
+    for (const auto& p : profile_order)
+      profiles.push_back(
+          {{"name", p}, {"count", profile_counts[p]}, {"memoryMib", profile_memory[p]}});
+    sliced_detail["physical"] = {{"count", sliced.physical_count}, {"profiles", profiles}};
+  }
+  Json detail = {{"manufacturer", shown->manufacturer},
+                 {"product", shown->name},
+                 {"memory", shown->memory},
+                 {"cores", shown->cores},
+                 {"slicedDetail", sliced_detail}};
+  if (!shown->family.empty()) detail["family"] = shown->family;
+  if (!shown->compute_capability.empty()) detail["computeCapability"] = shown->compute_capability;
+  return detail;
+}
+
+// The four card views and the CPU view, as status fields and printer columns.
+void AddViews(const ledger::PoolViews& views, const ledger::ResourceView& cpu, Json& status,
+              Json& columns) {
   status["accelerator"] = View(views.exclusive);
   status["acceleratorShared"] = View(views.shared);
   status["acceleratorSliced"] = View(views.sliced);
@@ -536,6 +499,64 @@ Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
   for (const auto& p : views.remaining_profiles)
     partitions += (partitions.empty() ? "" : " ") + p.name + ":" + std::to_string(p.count);
   columns["partitions"] = partitions;
+}
+
+}  // namespace
+
+ledger::ResourceView Fleet::CpuView(const std::vector<const NodeFacts*>& nodes) const {
+  std::vector<ledger::CpuNode> cpu_nodes;
+  for (const NodeFacts* n : nodes) {
+    auto requested = cpu_requests_.find(n->name);
+    const int64_t taken_m = requested == cpu_requests_.end() ? 0 : requested->second;
+    // Whole cores left: what a unit of 1 CPU can still get on the node.
+    const int64_t free = std::max<int64_t>(0, n->cores * 1000 - taken_m) / 1000;
+    cpu_nodes.push_back({n->cores, n->cores - free});
+  }
+  return ledger::CpuView(cpu_nodes);
+}
+
+Json Fleet::RenderInstanceTypeStatus(const Json& instance_type, bool stopped,
+                                     const std::string& stop_reason) const {
+  const std::string name = StringAt(instance_type, {"metadata", "name"});
+  const Json& spec = JsonAt(instance_type, {"spec"});
+  const Json& unit = JsonAt(spec, {"unitResources"});
+  Json status = {{"entrance", EntranceName(name)},
+                 {"phase", stopped ? "Inactive" : "Active"},
+                 {"phaseMessage", stopped ? stop_reason : ""}};
+  // A quantity as written: an int-or-string field may hold either.
+  auto text = [](const Json& q) {
+    return q.is_string() ? q.get<std::string>() : q.is_null() ? std::string() : q.dump();
+  };
+  Json columns = {{"unit", text(JsonAt(unit, {"cpu"})) + "/" + text(JsonAt(unit, {"ram"})) + "/" +
+                               text(JsonAt(spec, {"localStorage"}))}};
+  auto identity = IdentityOf(instance_type);
+  ledger::PoolViews views;
+  ledger::ResourceView cpu;
+  Json detail = Json::object();
+  if (!identity) {
+    status["phaseMessage"] = identity.error();
+  } else if (identity->acceleratable) {
+    const std::vector<const Flavor*> flavors = FlavorsOf(*identity);
+    if (!flavors.empty()) {
+      const Flavor& f = *flavors.front();
+      const std::vector<const NodeFacts*> nodes = PoolNodes(*identity);
+      std::vector<const ledger::NodeLedger*> ledgers;
+      for (const NodeFacts* n : nodes)
+        if (n->ledger) ledgers.push_back(n->ledger.get());
+      views = ledger::ComputePoolViews(ledgers, f.manufacturer, f.group_id);
+      detail = AcceleratedDetail(nodes, f);
+    }
+  } else {
+    const std::vector<const NodeFacts*> nodes = PoolNodes(*identity);
+    cpu = CpuView(nodes);
+    const bool generic = identity->general_group == "generic";
+    const NodeFacts* first = nodes.empty() ? nullptr : nodes.front();
+    detail = {{"cpu",
+               {{"manufacturer", generic || !first ? "generic" : first->cpu_vendor},
+                {"product", generic || !first ? "generic" : first->cpu_name}}}};
+  }
+  if (!detail.empty()) status["detail"] = detail;
+  AddViews(views, cpu, status, columns);
   status["columns"] = columns;
   return {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
           {"kind", "InstanceType"},

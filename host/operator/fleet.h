@@ -18,6 +18,7 @@
 
 #include "host/ledger/ledger.h"
 #include "host/ledger/request.h"
+#include "host/ledger/views.h"
 #include "host/operator/settings.h"
 
 namespace gpustack::op {
@@ -163,6 +164,8 @@ class Fleet {
 
  private:
   std::vector<const NodeFacts*> PoolNodes(const PoolIdentity& identity) const;
+  // The CPU view of a CPU pool: whole cores left on each node after the Pods' requests.
+  ledger::ResourceView CpuView(const std::vector<const NodeFacts*>& nodes) const;
 
   std::vector<NodePtr> nodes_;
   Settings settings_;

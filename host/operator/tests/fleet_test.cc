@@ -182,6 +182,12 @@ TEST(ClusterA, UnmanagingANodeEmptiesItsPoolAndShrinksTheCpuPool) {
             "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Active");
   // An empty pool has no detail at all (an emptied map would be applied as null).
   EXPECT_FALSE(fleet.RenderInstanceTypeStatus(a10g, true, "")["status"].contains("detail"));
+  // An administrator's unit may hold numbers (int-or-string): shown as written, never a throw.
+  Json numbers = a10g;
+  numbers["spec"]["unitResources"]["cpu"] = 8;
+  numbers["spec"].erase("localStorage");
+  EXPECT_EQ(fleet.RenderInstanceTypeStatus(numbers, false, "")["status"]["columns"]["unit"],
+            "8/64Gi/");
   const Json generic = fleet.RenderDerivedInstanceType({false, "", "generic", "linux", "amd64"});
   EXPECT_EQ(Row(fleet, generic),
             "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/68 Active");
