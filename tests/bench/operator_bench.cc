@@ -127,8 +127,10 @@ int main(int argc, char** argv) {
   std::printf("fleet: %d nodes x 8 cards applied in %.1f s\n", nodes,
               Ms(Clock::now() - made_at) / 1000);
 
-  // The worker.
+  // The worker, with its webhooks reachable on loopback (the apiserver calls them for every
+  // InstanceType it creates, as in a cluster).
   const int port = 31443 + (getpid() % 1000);
+  const std::string webhook_port = std::to_string(port + 1000);
   const std::string log = "/tmp/operator-bench-worker.log";
   const auto started = Clock::now();
   const pid_t pid = fork();
@@ -137,8 +139,10 @@ int main(int argc, char** argv) {
     dup2(out, 1);
     dup2(out, 2);
     const char* level = std::getenv("GPUSTACK_BENCH_LOG_LEVEL");  // trace: what starts passes
+    const std::string webhook_url = "https://127.0.0.1:" + webhook_port;
     execl(binary.c_str(), binary.c_str(), "--log-level", level != nullptr ? level : "info",
-          "worker", "--secure-port", std::to_string(port).c_str(), nullptr);
+          "worker", "--secure-port", std::to_string(port).c_str(), "--webhook-port",
+          webhook_port.c_str(), "--webhook-url", webhook_url.c_str(), nullptr);
     _exit(127);
   }
   const std::string capacity_wanted = std::to_string(nodes * 8);
