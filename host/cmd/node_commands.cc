@@ -126,12 +126,12 @@ struct DetectCommand {
   std::string output = "yaml";
 
   int Run() {
-    if (!node.Resolve()) return kBadInput;
+    if (!node.Resolve()) return Finish(kBadInput);
     options.node = node.options;
     auto report = dm::Detect(options);
     if (!report) {
       std::cerr << "error: " << Printable(report.error()) << "\n";
-      return kBadInput;
+      return Finish(kBadInput);
     }
     if (output == "json") {
       std::cout << dm::ToJson(*report).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";

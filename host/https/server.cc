@@ -60,19 +60,21 @@ double LatencyHistogram::Quantile(double q) const {
 }
 
 struct Server::State : std::enable_shared_from_this<Server::State> {
+  // Declared before `io`, so that they outlive it: destroying the io_context destroys the
+  // suspended sessions, which still count their connection and log.
   ServerOptions options;
   std::map<std::string, https::Route> routes;  // by path
-  asio::io_context io;
-  std::unique_ptr<tcp::acceptor> acceptor;
-  std::vector<std::thread> threads;
   uint16_t port = 0;
   std::atomic<int> connections{0};
   std::shared_ptr<spdlog::logger> log;
-
   mutable std::mutex mutex;  // guards tls, latencies, answers
   std::shared_ptr<asio::ssl::context> tls;
   std::map<std::string, LatencyHistogram> latencies;
   std::map<std::pair<std::string, int>, uint64_t> answers;  // path, status
+
+  asio::io_context io;
+  std::unique_ptr<tcp::acceptor> acceptor;  // destroyed before the io_context it uses
+  std::vector<std::thread> threads;
 
   std::shared_ptr<asio::ssl::context> Tls() {
     std::lock_guard lock(mutex);

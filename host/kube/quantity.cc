@@ -68,9 +68,12 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
   Quantity q;
   size_t i = 0;
   if (text[i] == '+' || text[i] == '-') q.negative_ = text[i++] == '-';
+  // Up to 36 significant digits are kept exactly; an integer digit past them still counts, as a
+  // power of ten, and a fraction digit past them only makes the value inexact.
+  constexpr int kKeptDigits = 36;
   u128 mantissa = 0;
-  int digits = 0, fraction_digits = 0;
-  bool point = false, overflow = false;
+  int digits = 0, kept = 0, fraction_digits = 0, dropped_integer_digits = 0;
+  bool point = false, dropped_nonzero = false;
   for (; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '.' && !point) {
@@ -79,9 +82,16 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
     }
     if (!std::isdigit(static_cast<unsigned char>(c))) break;
     ++digits;
-    if (point) ++fraction_digits;
-    if (mantissa > kSaturated / 10) overflow = true;
-    mantissa = overflow ? kSaturated : mantissa * 10 + static_cast<u128>(c - '0');
+    if (mantissa == 0 && c == '0' && !point) continue;  // a leading zero is no significant digit
+    if (kept < kKeptDigits) {
+      mantissa = mantissa * 10 + static_cast<u128>(c - '0');
+      if (mantissa != 0) ++kept;
+      if (point) ++fraction_digits;
+    } else if (!point) {
+      ++dropped_integer_digits;
+    } else {
+      dropped_nonzero = dropped_nonzero || c != '0';
+    }
   }
   if (digits == 0)
     return Error{quoted + " is not a quantity: it has no digits", Code::kInvalidArgument};
@@ -95,13 +105,14 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
   // mantissa x 10^(9 - fraction + scale) x 2^scale2 nano-units.
   u128 nano = mantissa;
   for (int p = 0; p < scale.power_of_two; ++p) nano = MultiplySaturating(nano, 2);
-  int tens = 9 - fraction_digits + scale.power_of_ten;
+  int tens = 9 - fraction_digits + dropped_integer_digits + scale.power_of_ten;
   for (; tens > 0; --tens) nano = MultiplySaturating(nano, 10);
   for (; tens < 0 && nano != 0; ++tens) {
     if (nano % 10 != 0) q.finer_than_nano_ = true;
     nano /= 10;
   }
-  if (nano == 0 && mantissa != 0) q.finer_than_nano_ = true;
+  if ((nano == 0 && mantissa != 0) || dropped_nonzero) q.finer_than_nano_ = true;
+  q.saturated_ = nano >= kSaturated;
   q.nano_ = nano;
   if (q.nano_ == 0 && !q.finer_than_nano_) q.negative_ = false;  // -0 is 0
   return q;
@@ -121,6 +132,7 @@ int64_t Quantity::Milli() const {
 }
 
 std::optional<int64_t> Quantity::Whole() const {
+  if (saturated_) return Saturate(nano_, negative_);
   if (finer_than_nano_ || nano_ % kNanoPerUnit != 0) return std::nullopt;
   return Saturate(nano_ / kNanoPerUnit, negative_);
 }

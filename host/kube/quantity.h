@@ -26,7 +26,8 @@ class Quantity {
   // The value in thousandths, rounded up as apimachinery's MilliValue does; saturates at the
   // int64 limits.
   int64_t Milli() const;
-  // The value in whole units when it is a whole number (saturating as Milli does).
+  // The value in whole units when it is a whole number; a value beyond every int64 is whole and
+  // saturates as Milli does.
   std::optional<int64_t> Whole() const;
   bool negative() const { return negative_; }
   // The suffix as written ("", "m", "Gi", "e3"): some keys take plain numbers only.
@@ -38,6 +39,7 @@ class Quantity {
   // it, binary suffixes are whole numbers of units.
   unsigned __int128 nano_ = 0;
   bool finer_than_nano_ = false;  // "1e-12": not exactly representable
+  bool saturated_ = false;        // beyond 2^120 nano-units
   std::string suffix_;
 };
 

@@ -1,5 +1,7 @@
 #include "host/kube/resource.h"
 
+#include <ctime>
+
 namespace gpustack::kube {
 
 namespace resources {
@@ -126,6 +128,26 @@ std::string ObjectKey(const Json& object) {
   std::string name = metadata.value("name", "");
   std::string ns = metadata.value("namespace", "");
   return ns.empty() ? name : ns + "/" + name;
+}
+
+bool ConditionIsTrue(const Json& object, std::string_view type) {
+  if (!object.is_object()) return false;
+  auto status = object.find("status");
+  if (status == object.end() || !status->is_object()) return false;
+  auto conditions = status->find("conditions");
+  if (conditions == status->end() || !conditions->is_array()) return false;
+  for (const Json& c : *conditions)
+    if (c.is_object() && c.value("type", "") == type) return c.value("status", "") == "True";
+  return false;
+}
+
+std::string FormatTime(std::chrono::system_clock::time_point time) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace gpustack::kube

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -76,6 +77,12 @@ Error ApiError(int http_status, std::string_view body, std::string_view what);
 
 // metadata.namespace + "/" + metadata.name, or the name alone (client-go's key).
 std::string ObjectKey(const Json& object);
+
+// Whether `object`'s status holds the condition `type` with status "True".
+bool ConditionIsTrue(const Json& object, std::string_view type);
+
+// A metav1.Time, as conditions and status timestamps carry it: "2026-12-05T05:17:18Z".
+std::string FormatTime(std::chrono::system_clock::time_point time);
 
 }  // namespace gpustack::kube
 

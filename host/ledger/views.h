@@ -23,10 +23,11 @@ struct ResourceView {
 
 struct PoolViews {
   ResourceView exclusive;  // EX: whole cards
-  ResourceView
-      shared;  // SH: ownership slots (docs/decisions.md D1: onceMax = most free on one card)
-  ResourceView sliced;       // SL: VRAM percent
-  ResourceView partitioned;  // PT: instances (docs/decisions.md D2: onceMax is 0 or 1)
+  // SH: ownership slots (docs/decisions.md D1: onceMax = most free on one card)
+  ResourceView shared;
+  ResourceView sliced;  // SL: VRAM percent
+  // PT: instances (docs/decisions.md D2: onceMax is 0 or 1)
+  ResourceView partitioned;
   std::vector<ProfileCount> allocated_profiles;  // zero entries omitted
   std::vector<ProfileCount> remaining_profiles;  // every offered profile, zeros included
   bool operator==(const PoolViews&) const = default;

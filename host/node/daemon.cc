@@ -102,6 +102,11 @@ class Daemon {
         board_(runtime, ServedResources()),
         publisher_(client, options.node_name) {}
 
+  ~Daemon() {
+    StopWatches();
+    if (exporter_) exporter_->Stop();
+  }
+
   int Run() {
     if (!RebuildLedger()) return 0;
     board_.Refresh();
@@ -127,6 +132,7 @@ class Daemon {
     const int status = Loop();
     StopWatches();
     if (exporter_) exporter_->Stop();
+    front_ = nullptr;
     log_->info("stopping: unregistering from the kubelet");
     runtime_.StopHealthLoop();
     board_.Close();
@@ -356,10 +362,6 @@ class Daemon {
   Allocator allocator_;
   TokenBoard board_;
   Publisher publisher_;
-  std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
-  KubeletFrontEnd* front_ = nullptr;
-  std::unique_ptr<https::Server> exporter_;
-
   std::mutex wake_mutex_;  // guards deleted_, and is the wake-up's
   std::condition_variable wake_;
   std::set<std::string> deleted_;  // uids
@@ -368,6 +370,11 @@ class Daemon {
 
   std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
   MetricsInput latest_{options_.node_name, false, {}, {}};
+
+  // Last, so that they are stopped before what their callbacks use goes.
+  KubeletFrontEnd* front_ = nullptr;  // Run()'s, while it runs
+  std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
+  std::unique_ptr<https::Server> exporter_;
 };
 
 }  // namespace

@@ -10,14 +10,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string Now() {
-  char buffer[32];
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
+std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
 
 }  // namespace
 

@@ -637,7 +637,6 @@ namespace {
 // What the Instance rules read of one request.
 struct InstanceCase {
   const AdmissionView& view;
-  const Json& object;
   const Json& spec;
   const Json* old_spec;  // on UPDATE
   const Json* old_object;
@@ -846,7 +845,7 @@ Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& v
   if (!StringAt(request.object, {"metadata", "deletionTimestamp"}).empty()) return Verdict{};
   const Json* spec = ObjectAt(request.object, {"spec"});
   if (spec == nullptr) return Deny(400, "spec: Required value");
-  InstanceCase c{view, request.object, *spec,
+  InstanceCase c{view, *spec,
                  request.operation == "UPDATE" ? ObjectAt(request.old_object, {"spec"}) : nullptr,
                  &request.old_object};
   for (InstanceRule rule : kLifecycleRules)

@@ -614,14 +614,9 @@ Json Fleet::RenderClusterQueue(const Json& instance_type, const Json* current, b
     // empty queue must not admit what it cannot cover).
     const Json* current_spec =
         current != nullptr && current->contains("spec") ? &(*current)["spec"] : nullptr;
-    const Json* current_status =
-        current != nullptr && current->contains("status") ? &(*current)["status"] : nullptr;
     const bool had_groups =
         current_spec != nullptr && !current_spec->value("resourceGroups", Json::array()).empty();
-    const int64_t busy = current_status == nullptr
-                             ? 0
-                             : current_status->value("reservingWorkloads", int64_t{0}) +
-                                   current_status->value("admittedWorkloads", int64_t{0});
+    const int64_t busy = current == nullptr ? 0 : WorkloadsHeld(*current);
     if (had_groups && busy > 0 && settings_.drain_when_no_flavors) {
       groups = (*current_spec)["resourceGroups"];
       stop = "HoldAndDrain";
@@ -708,6 +703,13 @@ int64_t PodCpuMillicores(const Json& pod) {
     }
   }
   return std::max(apps + sidecars, largest_init);
+}
+
+int64_t WorkloadsHeld(const Json& cluster_queue) {
+  const Json& status = JsonAt(cluster_queue, {"status"});
+  if (!status.is_object()) return 0;
+  return status.value("reservingWorkloads", int64_t{0}) +
+         status.value("admittedWorkloads", int64_t{0});
 }
 
 Json RenderLocalQueue(const std::string& ns, const std::string& cluster_queue) {

@@ -178,6 +178,9 @@ class Fleet {
 // sum and the largest init container (native sidecars add to both); 0 when it asks for none.
 int64_t PodCpuMillicores(const Json& pod);
 
+// The Workloads a ClusterQueue still holds (reserving and admitted): a drain waits for none.
+int64_t WorkloadsHeld(const Json& cluster_queue);
+
 Json RenderLocalQueue(const std::string& ns, const std::string& cluster_queue);
 Json RenderAdmissionCheck();
 

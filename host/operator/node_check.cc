@@ -17,13 +17,6 @@ using ledger::kAllocatedAnnotation;  // the node allocator's record on a Pod
 constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
 constexpr size_t kDecisionSamples = 4096;
 
-bool Condition(const Json& object, const std::string& type) {
-  for (const Json& c : object.value("status", Json::object()).value("conditions", Json::array())) {
-    if (c.is_object() && c.value("type", "") == type) return c.value("status", "") == "True";
-  }
-  return false;
-}
-
 // Our entry in status.admissionChecks (a pointer into `workload`), and its index.
 const Json* CheckState(const Json& workload, size_t* index = nullptr) {
   const Json& checks = JsonAt(workload, {"status", "admissionChecks"});
@@ -56,12 +49,7 @@ std::string Describe(const ledger::Request& r) {
   return r.base;
 }
 
-std::string Now() {
-  const std::time_t t = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return text;
-}
+std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
 
 int64_t FreeCredits(const ledger::NodeLedger& ledger) {
   int64_t free = 0;
@@ -214,7 +202,7 @@ void NodeDevicesCheck::SetFleet(std::shared_ptr<const Fleet> fleet) {
 }
 
 std::vector<NodeDevicesCheck::InFlight> NodeDevicesCheck::InFlightOf(const Json& workload) const {
-  if (Condition(workload, "Finished") || Condition(workload, "Evicted") ||
+  if (kube::ConditionIsTrue(workload, "Finished") || kube::ConditionIsTrue(workload, "Evicted") ||
       !workload.value("status", Json::object()).contains("admission"))
     return {};
   const Json* state = CheckState(workload);
@@ -455,7 +443,8 @@ bool NodeDevicesCheck::NeedsJudging(const Json& workload) const {
   const Json* state = CheckState(workload);
   if (state == nullptr || state->value("state", "") != "Pending") return false;
   if (!workload.value("status", Json::object()).contains("admission")) return false;
-  if (Condition(workload, "Evicted") || Condition(workload, "Finished")) return false;
+  if (kube::ConditionIsTrue(workload, "Evicted") || kube::ConditionIsTrue(workload, "Finished"))
+    return false;
   if (workload["metadata"].contains("deletionTimestamp")) return false;
   std::lock_guard lock(mutex_);
   // The version already judged, met again before the cache shows our write (the queue may hold

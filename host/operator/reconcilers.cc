@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "host/common/json_path.h"
-#include "host/kube/leader_election.h"
 #include "host/operator/node_check.h"
 #include "host/operator/reconciler.h"
 
@@ -36,9 +35,7 @@ bool HasFinalizer(const Json& object, const std::string& finalizer) {
          std::find(finalizers.begin(), finalizers.end(), finalizer) != finalizers.end();
 }
 
-std::string Now() {
-  return kube::FormatMicroTime(std::chrono::system_clock::now()).substr(0, 19) + "Z";
-}
+std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
 
 // Labels (docs/behaviour.md §3.3, §3.7, §3.8) and counting keys (§3.6) of every managed node,
 // written where they changed. A node whose facts needed no write is skipped until its facts change,
@@ -320,11 +317,7 @@ class QueueReconciler final : public Reconciler {
                                   kClusterQueues, std::move(desired)));
       return;
     }
-    const Json& status = JsonAt(queue, {"status"});
-    const int64_t busy = status.is_object() ? status.value("reservingWorkloads", int64_t{0}) +
-                                                  status.value("admittedWorkloads", int64_t{0})
-                                            : 0;
-    if (!Deleting(queue) && busy == 0)
+    if (!Deleting(queue) && WorkloadsHeld(queue) == 0)
       writes.push_back(DeleteWrite(client_, "clusterqueue", kClusterQueues, queue));
   }
 

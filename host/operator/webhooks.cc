@@ -426,7 +426,8 @@ bool AdmissionWebhooks::ready() const {
 }
 
 std::string AdmissionWebhooks::RenderMetrics() const {
-  return state_->server ? state_->server->RenderMetrics("gpustack_webhook") : std::string();
+  // `serving` is set once the server exists: the health endpoint may ask before that.
+  return state_->serving ? state_->server->RenderMetrics("gpustack_webhook") : std::string();
 }
 
 }  // namespace gpustack::op

@@ -26,16 +26,6 @@ using kube::ResourceType;
 
 const ResourceType kSecrets = kube::resources::Secrets();
 
-std::string Name(const Json& object) { return StringAt(object, {"metadata", "name"}); }
-
-bool ConditionTrue(const Json& object, const std::string& type) {
-  const Json& conditions = JsonAt(object, {"status", "conditions"});
-  if (!conditions.is_array()) return false;
-  for (const Json& c : conditions)
-    if (c.is_object() && c.value("type", "") == type) return c.value("status", "") == "True";
-  return false;
-}
-
 struct Counters {
   std::mutex mutex;
   uint64_t passes = 0;
@@ -69,13 +59,7 @@ bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
   if (plural == "pods") return same({"spec"}) && same({"status", "phase"});
   if (plural == "clusterqueues") {
     // Of the status, only whether the queue still holds work (the drains wait for it).
-    auto busy = [](const Json& q) {
-      const Json& status = JsonAt(q, {"status"});
-      if (!status.is_object()) return int64_t{0};
-      return status.value("reservingWorkloads", int64_t{0}) +
-             status.value("admittedWorkloads", int64_t{0});
-    };
-    return same({"spec"}) && busy(a) == busy(b);
+    return same({"spec"}) && WorkloadsHeld(a) == WorkloadsHeld(b);
   }
   if (plural == "resourceflavors" || plural == "localqueues") return same({"spec"});
   // Devices, InstanceTypes, the AdmissionCheck, the settings Secret.
@@ -264,7 +248,7 @@ class ReconcileLoop {
     std::vector<NodePtr> out;
     std::set<std::string> seen;
     for (const ObjectPtr& node : nodes_->List()) {
-      const std::string name = Name(*node);
+      const std::string name = StringAt(*node, {"metadata", "name"});
       seen.insert(name);
       ObjectPtr devices = devices_->Get(name);
       const std::string node_rv = (*node)["metadata"].value("resourceVersion", "");
@@ -291,10 +275,10 @@ class ReconcileLoop {
   PassView ViewOf(const Fleet& fleet) {
     PassView view{fleet, caches_, options_.system_namespace, false, {}, {}};
     ObjectPtr check = checks_->Get(kNodeDevicesCheck);
-    view.check_active = check && ConditionTrue(*check, "Active");
+    view.check_active = check && kube::ConditionIsTrue(*check, "Active");
     view.instance_types = instance_types_->List();
     std::set<std::string> names;
-    for (const ObjectPtr& t : view.instance_types) names.insert(Name(*t));
+    for (const ObjectPtr& t : view.instance_types) names.insert(StringAt(*t, {"metadata", "name"}));
     for (const PoolIdentity& id : fleet.DerivedPools()) {
       const std::string name = PoolName(id);
       if (names.count(name)) continue;
@@ -586,7 +570,12 @@ Result<ManufacturerTable> LoadManufacturers(
 int RunWorker(kube::Client& client, const WorkerOptions& options, const std::atomic<bool>& stop) {
   auto log = Logger("worker");
   Counters counters;
+  // Made before the health endpoint reads it, started (certificates, caches, server) later.
   std::unique_ptr<AdmissionWebhooks> webhooks;
+  if (options.webhooks.enabled) {
+    webhooks = std::make_unique<AdmissionWebhooks>(client, options.webhooks,
+                                                   options.system_namespace, options.manufacturers);
+  }
   std::unique_ptr<https::Server> health;
   if (options.serve_https) {
     auto started = StartHealth(options, counters, webhooks);
@@ -605,9 +594,7 @@ int RunWorker(kube::Client& client, const WorkerOptions& options, const std::ato
     log->error("{}", prepared.error());
     return 2;
   }
-  if (options.webhooks.enabled) {
-    webhooks = std::make_unique<AdmissionWebhooks>(client, options.webhooks,
-                                                   options.system_namespace, options.manufacturers);
+  if (webhooks) {
     if (Status started = webhooks->Start(); !started) {
       log->error("admission webhooks: {}", started.error());
       return started.failure().code == Code::kInvalidArgument ? 2 : 1;

@@ -33,9 +33,6 @@ struct PluginIdentity : client::Identity {
   bool runtime_injects_driver() const {
     return (runtime_flags & GPUSTACK_RUNTIME_INJECTS_DRIVER) != 0;
   }
-  bool runtime_injects_devices() const {
-    return (runtime_flags & GPUSTACK_RUNTIME_INJECTS_DEVICES) != 0;
-  }
   bool one_card_per_container() const {
     return (admission_flags & GPUSTACK_ADMIT_ONE_CARD_PER_CONTAINER) != 0;
   }

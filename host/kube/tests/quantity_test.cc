@@ -36,6 +36,19 @@ TEST(Quantity, ReadsEverySuffixAsApimachineryDoes) {
   EXPECT_EQ(Milli("1Ei"), std::numeric_limits<int64_t>::max());  // saturates
 }
 
+// Long decimal strings keep their value: 36 significant digits are exact, later integer digits
+// still count as powers of ten, and a value past int64 saturates rather than wraps or shrinks.
+TEST(Quantity, LongStringsKeepTheirValue) {
+  EXPECT_EQ(Milli("1000." + std::string(36, '0')), 1'000'000);
+  EXPECT_EQ(Quantity::Parse("4096." + std::string(40, '0') + "Gi")->Whole(), int64_t{4096} << 30);
+  EXPECT_EQ(Quantity::Parse("0.000000000000000000000000000000000000001")->Milli(), 1);  // up
+  EXPECT_EQ(Milli("00000000000000000000000000000000000000000000001"), 1000);
+  const std::string huge(40, '9');
+  EXPECT_EQ(Quantity::Parse(huge)->Whole(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Quantity::Parse("-" + huge)->Whole(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Milli(huge + "." + huge), std::numeric_limits<int64_t>::max());
+}
+
 TEST(Quantity, RefusesWhatIsNotOneNamingWhy) {
   for (const char* bad : {"", "abc", "Gi", "1Gb", "1.2.3", "1 Gi", "1e", "1e1234", "--1", "1x"}) {
     auto q = Quantity::Parse(bad);

@@ -36,7 +36,7 @@ TEST(Tokens, CountsAreTheLedgersAdvertisedCounts) {
   });
 }
 
-TEST(Tokens, FamilySwitchesLeaveOutWhatTheyTurnOff) {
+TEST(Tokens, ModeSwitchesLeaveOutWhatTheyTurnOff) {
   runtime::PluginIdentity identity;
   identity.manufacturer = "acme";
   identity.base_resource_name = "acme.example.com/accel";

@@ -398,14 +398,14 @@ TEST(Nodes, ABrokenDevicesObjectIsNamedAndNothingOfItCountsAsFree) {
 TEST(PublishedLedger, StatusRoundTripsWithPartitions) {
   ledger::DevicesSpec spec = *ledger::SpecFromJson(Expected("nvidia-h100x8-mig-mixed"));
   ledger::NodeLedger live("n", spec);
-  auto request = [](ledger::Mode family, uint32_t count, const char* profile) {
+  auto request = [](ledger::Mode mode, uint32_t count, const char* profile) {
     ledger::Request r;
     r.manufacturer = "nvidia";
     r.base = "nvidia.com/gpu";
-    r.mode = family;
+    r.mode = mode;
     r.count = count;
     r.profile = profile;
-    r.units = family == ledger::Mode::kPartitioned ? 800000 : 0;
+    r.units = mode == ledger::Mode::kPartitioned ? 800000 : 0;
     return r;
   };
   ASSERT_TRUE(live.Reserve({"a", "c"}, request(ledger::Mode::kPartitioned, 1, "3g.40gb")));

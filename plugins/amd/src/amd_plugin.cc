@@ -48,7 +48,7 @@ class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
                             .preload = {},
                             .install_hint = kInstallHint},
                 // A CU mask plus a memory shim budgets a slice; compute
-                // budgets may overlap (reference detect sample: 128).
+                // budgets may overlap (the upstream detect sample: 128).
                 .logical_slice_count = 128,
                 .cores_percentage_overcommit = true,
                 .family_name = Family,

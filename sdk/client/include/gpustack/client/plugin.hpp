@@ -46,7 +46,8 @@ struct Identity {
 
 // The optional hooks, by their plugin.h names, and the calls around them that every plugin has
 // (init, shutdown, and loading the library: its constructors, negotiation and identify). The host
-// records these numbers in its crash journal: append only.
+// records these numbers in its crash journal (they are the numbers it always recorded): append
+// only.
 enum class Hook {
   kInit,
   kShutdown,
