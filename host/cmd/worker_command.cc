@@ -53,6 +53,7 @@ struct WorkerCommand {
     options.election.renew_deadline = Milliseconds(renew);
     options.election.retry_period = Milliseconds(retry);
     options.node_check_options.retry_after = std::chrono::seconds(retry_after);
+    hooks.nodes_pinned = options.node_check;
     options.getenv = [](const std::string& name) { return Env(name); };
     std::string& identity = options.election.identity;
     if (identity.empty()) identity = Env("KUBERNETES_POD_NAME");

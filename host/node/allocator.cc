@@ -208,25 +208,125 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
       chosen.push_back(id);
   };
   if (!resource.visibility() && resource.mode != Mode::kPartitioned) {
-    // A hint only: the watch cache will do, a list only without one.
-    std::optional<std::vector<Json>> pods = pods_.CachedPods();
-    if (!pods) {
-      if (auto listed = pods_.PodsOnNode()) pods = std::move(*listed);
+    std::string why;
+    const std::vector<std::string> cards = PreferredCards(resource, available, size, &why);
+    // The preferred cards' tokens first, so the kubelet's choice is the ledger's.
+    std::map<std::string, std::vector<std::string>> tokens = TokensByCard(resource, available);
+    for (const std::string& card : cards)
+      for (const std::string& id : tokens[card]) take(id);
+    std::lock_guard lock(mutex_);
+    last_preference_[resource.name] = {
+        std::chrono::steady_clock::now(),
+        std::to_string(size) + " of " + std::to_string(available.size()) + " offered: " + why};
+  }
+  for (const std::string& id : available) take(id);
+  return chosen;
+}
+
+std::string Allocator::ExplainOffer(const ServedResource& resource,
+                                    const std::vector<std::string>& device_ids) {
+  std::string offered;
+  for (const auto& [card, tokens] : TokensByCard(resource, device_ids)) {
+    std::string state = "not in the ledger";
+    runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+      for (const ledger::CardState& c : ledger.cards()) {
+        if (c.card->id != card) continue;
+        state = std::string(ledger::ModeKey(c.mode)) + ", " + std::to_string(c.remaining()) +
+                " credits free, " + std::to_string(ledger::kSharedSlots - c.shared_slots) +
+                " slots free" + (c.card->unhealthy ? ", unhealthy" : "");
+      }
+    });
+    offered += (offered.empty() ? "" : "; ") + card + " x" + std::to_string(tokens.size()) + " (" +
+               state + ")";
+  }
+  std::lock_guard lock(mutex_);
+  auto preference = last_preference_.find(resource.name);
+  const std::string preferred =
+      preference == last_preference_.end()
+          ? "the kubelet asked for no preference"
+          : "the last preference, " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - preference->second.at)
+                                   .count()) +
+                " ms before: " + preference->second.what;
+  return "offered " + (offered.empty() ? std::string("no card of ours") : offered) + "; " +
+         preferred;
+}
+
+std::map<std::string, std::vector<std::string>> Allocator::TokensByCard(
+    const ServedResource& resource, const std::vector<std::string>& ids) const {
+  std::map<std::string, std::vector<std::string>> out;
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+    for (const std::string& id : ids) {
+      auto token = ParseTokenId(id);
+      const ledger::Accelerator* card =
+          token ? CardOf(ledger, resource.manufacturer, *token) : nullptr;
+      if (card != nullptr) out[card->id].push_back(id);
     }
-    if (pods) {
-      std::lock_guard lock(mutex_);
-      runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-        auto offered = CardsNamed(ledger, resource, available);
-        if (!offered) return;
+  });
+  return out;
+}
+
+std::vector<std::string> Allocator::PreferredCards(const ServedResource& resource,
+                                                   const std::vector<std::string>& available,
+                                                   size_t size, std::string* why) {
+  // The cards whose offered tokens can serve the request: N shared slots are N tokens of one
+  // card, and the kubelet's view of which are free may lag the ledger's.
+  std::vector<std::string> usable;
+  for (const auto& [card, tokens] : TokensByCard(resource, available))
+    if (resource.mode != Mode::kShared || tokens.size() >= size) usable.push_back(card);
+  // The container this serves: from the watch cache, else a fresh list (the Pod may be newer
+  // than the cache); the kubelet asks before it allocates, in the order it admits Pods.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::optional<std::vector<Json>> pods = attempt == 0 ? pods_.CachedPods() : std::nullopt;
+    if (attempt == 1) {
+      auto listed = pods_.PodsOnNode();
+      if (!listed) break;
+      pods = std::move(*listed);
+    }
+    if (!pods) continue;
+    if (auto cards = FitFor(resource, *pods, usable, size, why)) {
+      if (!cards->empty()) return *cards;
+      break;  // found, and nothing fits: a fresh list would say the same
+    }
+  }
+  // Nobody identified: the card with the most room, so that whoever it is has the best chance.
+  std::vector<std::string> cards;
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+    const ledger::CardState* best = nullptr;
+    for (const ledger::CardState& c : ledger.cards()) {
+      if (std::find(usable.begin(), usable.end(), c.card->id) == usable.end()) continue;
+      if (best == nullptr || c.remaining() > best->remaining()) best = &c;
+    }
+    if (best != nullptr) cards.push_back(best->card->id);
+  });
+  *why = (why->empty() ? std::string("no waiting container identified") : *why) +
+         "; the card with the most room: " + (cards.empty() ? std::string("none") : cards.front());
+  return cards;
+}
+
+std::optional<std::vector<std::string>> Allocator::FitFor(const ServedResource& resource,
+                                                          const std::vector<Json>& pods,
+                                                          const std::vector<std::string>& usable,
+                                                          size_t size, std::string* why) {
+  std::lock_guard lock(mutex_);
+  return runtime_.WithLedger(
+      [&](ledger::NodeLedger& ledger) -> std::optional<std::vector<std::string>> {
+        bool found = false;  // a waiting container, whether or not it fits
         for (const Candidate& c :
-             Candidates(*pods, resource, static_cast<int64_t>(size), ledger, std::nullopt)) {
+             Candidates(pods, resource, static_cast<int64_t>(size), ledger, std::nullopt)) {
+          found = true;
           auto request = RequestFor(*c.pod, c.container, resource, ledger);
-          if (!request) continue;
-          request->cards = *offered;
-          // Gate 3 counted this Pod on certain cards (docs/decisions.md D13): those first,
-          // so gate 5 settles where gate 3 counted; any offered card when they no longer fit.
+          if (!request) {
+            *why = "pod " + PodKey(*c.pod) + " container " + c.container + ": " + request.error();
+            continue;
+          }
+          request->cards = usable;
+          // Gate 3 counted this Pod on certain cards (docs/decisions.md D13): those first, so gate
+          // 5 settles where gate 3 counted; any usable card when they no longer fit.
           Result<std::vector<ledger::Charge>> charges = Error{""};
-          if (auto chosen = ChosenCards(*c.pod, c.container, *offered); !chosen.empty()) {
+          std::string how = "the cards gate 3 chose";
+          if (auto chosen = ChosenCards(*c.pod, c.container, usable); !chosen.empty()) {
             ledger::Request pinned = *request;
             pinned.cards = chosen;
             charges = ledger.Fit(pinned);
@@ -241,24 +341,23 @@ std::vector<std::string> Allocator::Prefer(const ServedResource& resource,
               ++chosen_honoured_;
             }
           }
-          if (!charges) charges = ledger.Fit(*request);
-          if (!charges) continue;
-          // The charged cards' tokens first, so the kubelet's choice is the ledger's.
-          for (const ledger::Charge& charge : *charges) {
-            for (const std::string& id : available) {
-              auto token = ParseTokenId(id);
-              const ledger::Accelerator* card =
-                  token ? CardOf(ledger, resource.manufacturer, *token) : nullptr;
-              if (card != nullptr && card->id == charge.accelerator_id) take(id);
-            }
+          if (!charges) {
+            how = "the ledger's fit";
+            charges = ledger.Fit(*request);
           }
-          return;
+          if (!charges) {
+            *why = "pod " + PodKey(*c.pod) + " container " + c.container + ": " + charges.error();
+            continue;
+          }
+          std::vector<std::string> cards;
+          for (const ledger::Charge& charge : *charges) cards.push_back(charge.accelerator_id);
+          *why = "pod " + PodKey(*c.pod) + " container " + c.container + ": " + how + ": " +
+                 cards.front();
+          return cards;
         }
+        if (found) return std::vector<std::string>{};
+        return std::nullopt;
       });
-    }
-  }
-  for (const std::string& id : available) take(id);
-  return chosen;
 }
 
 Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,

@@ -82,7 +82,9 @@ class Allocator {
   Allocator(runtime::NodeRuntime& runtime, PodDirectory& pods, AllocatorOptions options);
 
   // The devices the kubelet should pick (GetPreferredAllocation): those the ledger would charge
-  // for the container this serves; the first available ones when it cannot tell.
+  // for the container this serves (gate 3's cards while they fit); the card with the most room
+  // when no waiting container is found, from the watch cache nor a fresh list. N shared slots are
+  // always N tokens of one card the kubelet offered.
   std::vector<std::string> Prefer(const ServedResource& resource,
                                   const std::vector<std::string>& available,
                                   const std::vector<std::string>& must_include, size_t size);
@@ -106,6 +108,11 @@ class Allocator {
                  std::optional<std::chrono::steady_clock::time_point> listed_at);
   // Releases what the Pods with these uids held: the apiserver said they were deleted.
   bool ReleaseDeleted(const std::set<std::string>& pod_uids);
+
+  // What explains a refused Allocate beyond its reason, for the log: the cards the kubelet
+  // offered and their state in the ledger, and the last preference given for the resource.
+  std::string ExplainOffer(const ServedResource& resource,
+                           const std::vector<std::string>& device_ids);
 
   // How often a Pod came with gate 3's chosen cards and they still fitted, or no longer did.
   uint64_t chosen_honoured() const { return chosen_honoured_; }
@@ -157,6 +164,20 @@ class Allocator {
                                      const ServedResource& resource,
                                      const ledger::NodeLedger& ledger) const;
   std::string AnnotationFor(const std::string& pod_uid) const;
+  // The offered tokens by the card they name, in the kubelet's order.
+  std::map<std::string, std::vector<std::string>> TokensByCard(
+      const ServedResource& resource, const std::vector<std::string>& ids) const;
+  // Prefer's cards, and in `why` how they were chosen (for the log of a later refusal).
+  std::vector<std::string> PreferredCards(const ServedResource& resource,
+                                          const std::vector<std::string>& available, size_t size,
+                                          std::string* why);
+  // The cards the ledger would charge for the first waiting container of `pods` that fits; none
+  // when waiting containers were found but none fits, nullopt when none was found.
+  std::optional<std::vector<std::string>> FitFor(const ServedResource& resource,
+                                                 const std::vector<Json>& pods,
+                                                 const std::vector<std::string>& usable,
+                                                 size_t size, std::string* why);
+
   // What gate 3 counted `container` on (the Pod's chosen-cards annotation), and its cards among
   // `offered`.
   std::vector<ledger::Charge> ChosenCharges(const Json& pod, const std::string& container) const;
@@ -177,6 +198,11 @@ class Allocator {
   std::map<ledger::Owner, std::chrono::steady_clock::time_point> reserved_at_;
   std::set<std::string> pending_destroy_;      // partition owners whose destroy failed: retried
   std::set<ledger::Owner> visibility_served_;  // sidecars answered (they hold no charge)
+  struct Preference {
+    std::chrono::steady_clock::time_point at;
+    std::string what;
+  };
+  std::map<std::string, Preference> last_preference_;  // by resource name
 };
 
 }  // namespace gpustack::node

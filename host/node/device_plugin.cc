@@ -109,9 +109,10 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
       const std::vector<std::string> ids(r.devices_ids().begin(), r.devices_ids().end());
       auto result = allocator_.Allocate(resource_, ids);
       if (!result) {
+        // Enough to explain the refusal after the fact, at the default level.
         Logger("device-plugin")
-            ->warn("{}: Allocate of {} device(s) refused: {}", resource_.name, ids.size(),
-                   result.error());
+            ->warn("{}: Allocate of {} device(s) refused: {} ({})", resource_.name, ids.size(),
+                   result.error(), allocator_.ExplainOffer(resource_, ids));
         return ToGrpc(result.failure());
       }
       auto* response = out->add_container_responses();

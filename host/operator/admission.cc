@@ -338,7 +338,7 @@ Verdict MutatePod(const AdmissionRequest& request, const AdmissionView& view) {
                          " slots needs the InstanceType fronting queue " + facts.queue +
                          ", and none does");
   }
-  if (facts.instance_type) {
+  if (facts.instance_type && !view.nodes_pinned) {
     const std::string akey = StringAt(*facts.instance_type, {"spec", "acceleratorGroup"});
     if (!akey.empty() && AddFitAffinity(spec, needs, akey)) {
       verdict.patch.push_back(

@@ -74,14 +74,20 @@ struct AdmissionView {
   std::function<std::shared_ptr<const Json>(const std::string& name)> instance_type_by_name;
   // Whether a pool of this accelerator group (aKey) exists; unset: not asked.
   std::function<bool(const std::string& akey)> accelerator_group_known;
+  // Gate 3 (the gpustack-node-devices check) pins every admitted Pod to the node it counted it
+  // on. Then a Pod carries no fit affinity: the fit labels change as cards fill, and the kubelet
+  // checks a Pod's required affinity again when it restarts, which would turn running Pods away
+  // (docs/decisions.md D20). Without gate 3 the affinity is the only guard, and is added.
+  bool nodes_pinned = false;
 };
 
 // What folding a Pod's request needs, read from the InstanceType's status.detail.
 ledger::FoldContext FoldContextOf(const Json* instance_type);
 
 // Gate 1 (docs/behaviour.md §4): the seven rules on a Pod that names a queue, and the patch that
-// writes the derived `.units` and default cores percentage into every requesting container and ANDs
-// the shared (N >= 2) and sliced fit affinities into the Pod's required node affinity.
+// writes the derived `.units` and default cores percentage into every requesting container and,
+// unless gate 3 pins the node (AdmissionView::nodes_pinned), ANDs the shared (N >= 2) and sliced
+// fit affinities into the Pod's required node affinity.
 Verdict MutatePod(const AdmissionRequest& request, const AdmissionView& view);
 // The same rules on the final Pod, and the derived keys must be exactly what MutatePod wrote
 // (another mutating webhook, or a client that raced, may not change them).

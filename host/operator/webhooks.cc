@@ -174,6 +174,7 @@ struct AdmissionWebhooks::State {
   AdmissionView View() {
     AdmissionView view;
     view.manufacturers = manufacturers;
+    view.nodes_pinned = options.nodes_pinned;
     std::vector<std::string> problems;
     ObjectPtr secret = settings->Get(system_namespace + "/" + kSettingsSecret);
     view.settings = SettingsFromSecret(secret.get(), &problems);

@@ -36,6 +36,8 @@ struct WebhookOptions {
   std::filesystem::path cert_dir;
   std::string certificate = "gpustack-operator-worker-webhook";  // cert-manager Certificate
   bool apply_configurations = true;                              // false: the chart owns them
+  // Gate 3 runs and pins admitted Pods to nodes: the Pod webhook adds no fit affinity.
+  bool nodes_pinned = true;
 };
 
 // The two webhook configurations (docs/behaviour.md §4.1 scope): pods (CREATE, with a queue-name

@@ -99,7 +99,7 @@ TEST_F(AllocatorTest, TheWatchCacheServesFirstAndAFreshListWhenItLags) {
     for (const Token& t : TokensOf(ledger, served_[ledger::Mode::kShared])) shared.push_back(t.id);
   });
   EXPECT_EQ(allocator_->Prefer(served_[ledger::Mode::kShared], shared, {}, 1).size(), 1u);
-  EXPECT_EQ(pods_.lists, 1);
+  EXPECT_EQ(pods_.lists, 1) << allocator_->ExplainOffer(served_[ledger::Mode::kShared], shared);
 }
 
 TEST_F(AllocatorTest, TheKubeletsWordNarrowsTheChoice) {
@@ -279,12 +279,6 @@ TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
   EXPECT_EQ(status.groups.at(0).accelerators.at(0).allocated, 0);
 }
 
-}  // namespace
-}  // namespace gpustack::node
-
-namespace gpustack::node {
-namespace {
-
 // docs/decisions.md D13: gate 5 settles on the cards gate 3 counted.
 TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
   std::string second;
@@ -321,6 +315,32 @@ TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
   });
   EXPECT_EQ(card_of(allocator_->Prefer(served_[ledger::Mode::kSliced], all, {}, 1)), 0u);
   EXPECT_EQ(allocator_->chosen_refused(), 1u);
+}
+
+TEST_F(AllocatorTest, PrefersOneCardWithEnoughOfferedSlotsAndTheRoomiestWhenNobodyWaits) {
+  // One slot offered on card 0 (the ledger's first fit) but two on card 1: the two must both
+  // come from card 1, or the kubelet hands over a split that gate 5 has to refuse.
+  pods_.Add("p", {{"acme.example.com/accel.shared", "2"}}, "2026-01-01T00:00:00Z");
+  std::vector<std::string> offered = Tokens(ledger::Mode::kShared, 0, 1);
+  for (const std::string& t : Tokens(ledger::Mode::kShared, 1, 2)) offered.push_back(t);
+  std::vector<std::string> preferred =
+      allocator_->Prefer(served_[ledger::Mode::kShared], offered, {}, 2);
+  ASSERT_EQ(preferred.size(), 2u);
+  EXPECT_EQ(ParseTokenId(preferred[0])->card_index, 1u);
+  EXPECT_EQ(ParseTokenId(preferred[1])->card_index, 1u);
+  EXPECT_TRUE(allocator_->Allocate(served_[ledger::Mode::kShared], preferred));
+  // Nobody waits (a Pod the apiserver has not shown yet): the card with the most room, not the
+  // kubelet's first; card 1 is now partly held, so card 0.
+  pods_.pods.clear();
+  std::vector<std::string> both = Tokens(ledger::Mode::kShared, 1, 1);
+  both.push_back(Tokens(ledger::Mode::kShared, 0, 1).at(0));
+  preferred = allocator_->Prefer(served_[ledger::Mode::kShared], both, {}, 1);
+  ASSERT_EQ(preferred.size(), 1u);
+  EXPECT_EQ(ParseTokenId(preferred[0])->card_index, 0u)
+      << allocator_->ExplainOffer(served_[ledger::Mode::kShared], both);
+  EXPECT_NE(allocator_->ExplainOffer(served_[ledger::Mode::kShared], both)
+                .find("no waiting container identified"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -184,6 +184,34 @@ TEST(PodWebhook, SliceGetsItsUnitsCoresAndFitAffinity) {
             "after that webhook ran)");
 }
 
+// With gate 3 pinning the node, a Pod carries no fit affinity: the kubelet would check the
+// moving fit labels again on a restart and turn the running Pod away (docs/decisions.md D20).
+TEST(PodWebhook, NoFitAffinityWhenGateThreePinsTheNode) {
+  AdmissionView pinned = View();
+  pinned.nodes_pinned = true;
+  for (const Json& limits :
+       {Json{{"nvidia.com/gpu.sliced", "1"}, {"nvidia.com/gpu.sliced.memory-percentage", "20"}},
+        Json{{"nvidia.com/gpu.shared", "3"}}}) {
+    const Json pod = Pod(kA10gQueue, Json::array({Container("main", limits)}));
+    const Verdict v = MutatePod(Create(pod), pinned);
+    ASSERT_TRUE(v.allowed) << v.message;
+    const Json out = Patched(pod, v);
+    EXPECT_FALSE(out["spec"].contains("affinity")) << out["spec"].dump();
+    EXPECT_TRUE(ValidatePod(Create(out), pinned).allowed);
+    // Without gate 3 the same Pod gets the affinity.
+    EXPECT_TRUE(Patched(pod, MutatePod(Create(pod), View()))["spec"].contains("affinity"));
+  }
+  // The derived keys are written all the same.
+  const Json slice =
+      Pod(kA10gQueue,
+          Json::array({Container("main", {{"nvidia.com/gpu.sliced", "1"},
+                                          {"nvidia.com/gpu.sliced.memory-percentage", "20"}})}));
+  EXPECT_EQ(
+      Patched(slice, MutatePod(Create(slice), pinned))["spec"]["containers"][0]["resources"]
+                                                      ["limits"]["nvidia.com/gpu.sliced.units"],
+      "320000");
+}
+
 TEST(PodWebhook, MemoryMibFoldsThroughTheCardOfTheQueuesType) {
   const Json pod =
       Pod(kA10gQueue,

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Churn on the real node, with faults (CTest label churn-e2e; docs/decisions.md D20).
+
+The chart installed as the local cluster installs it (scripts/local-cluster.sh values: 4 T4s
+simulated on the testbed's real kubelet, Kueue, the worker's gates), then a stream of random Pods
+from a seeded generator: whole cards, 1-3 shared slots, 10-60 % slices, living 5-60 s, one in
+five deleted early. Meanwhile the four faults the product must survive: an apiserver restart, a
+kubelet restart, `kill -9` of the device manager and of the leading worker. After every step the
+invariants are checked:
+
+  - no card is over-committed or held in two modes (from the Pods' allocation records);
+  - no Pod that Kueue and gate 3 let through was refused by the kubelet or by gate 5 (a Pod
+    bound to the node that failed with UnexpectedAdmissionError or a kubelet predicate).
+
+At the end every Pod is deleted and every card must come back (nothing leaked). The report
+(refusal rate, each refusal with the faults before it) goes to stdout and to
+$GPUSTACK_BUILD_DIR/churn-report.json.
+
+Environment: CHURN_SECONDS (default 150), CHURN_SEED (default 1), CHURN_LIVE (most Pods alive at
+once, default 10), CHURN_FAULTS (comma list of apiserver, kubelet, daemon, worker, repeated as
+wanted; default one of each, spread evenly), CHURN_MAX_REFUSALS (default 0: the test fails
+above it). `scripts/churn.sh` runs the longer benchmark mode on a local cluster of its own.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+REPO = os.environ["GPUSTACK_REPO"]
+DIR = os.environ["GPUSTACK_TESTBED_DIR"]
+BUILD = os.environ["GPUSTACK_BUILD_DIR"]
+SECONDS = float(os.environ.get("CHURN_SECONDS", "150"))
+SEED = int(os.environ.get("CHURN_SEED", "1"))
+LIVE = int(os.environ.get("CHURN_LIVE", "10"))
+FAULTS = [f for f in os.environ.get("CHURN_FAULTS", "apiserver,kubelet,daemon,worker").split(",")
+          if f]
+MAX_REFUSALS = int(os.environ.get("CHURN_MAX_REFUSALS", "0"))
+INSTALL = os.environ.get("CHURN_INSTALL", "1") == "1"  # 0: the chart is installed already
+
+NS = "churn"
+NODE = "testbed-node"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ALLOCATED = "device.gpustack.ai/accelerator.allocated"
+CARD_CREDITS = 1_600_000
+# What the kubelet or gate 5 says when it turns a bound Pod away.
+REFUSAL_REASONS = ("UnexpectedAdmissionError", "NodeAffinity", "OutOfnvidia.com/gpu",
+                   "OutOfnvidia.com/gpu.shared", "OutOfnvidia.com/gpu.sliced", "NodeSelector")
+
+
+def env_file():
+    values = {}
+    with open(os.path.join(DIR, "env")) as f:
+        for line in f:
+            key, _, value = line.strip().partition("=")
+            values[key] = value.strip("'\"")
+    return values
+
+
+ENV = env_file()
+KUBECTL = os.path.join(ENV["KUBE_BIN"], "kubectl")
+HELM = os.path.join(ENV["HELM_BIN"], "helm")
+KUBECONFIG = os.path.join(DIR, "kubeconfig")
+START = time.time()
+
+
+def say(line):
+    print(f"[{time.time() - START:7.1f}s] {line}", flush=True)
+
+
+def run(*args, stdin=None, check=True, timeout=120):
+    done = subprocess.run(list(args), input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n"
+                             f"{done.stderr}")
+    return done
+
+
+def kubectl(*args, **kw):
+    return run(KUBECTL, "--kubeconfig", KUBECONFIG, "--request-timeout=20s", *args, **kw)
+
+
+def get(*args):
+    """The object or list as JSON; None while the apiserver does not answer (a fault)."""
+    done = kubectl("get", *args, "-o", "json", check=False)
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout)
+
+
+def wait(what, predicate, seconds=180):
+    deadline = time.time() + seconds
+    last = None
+    while time.time() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (AssertionError, KeyError, TypeError, json.JSONDecodeError) as e:
+            last = e
+        time.sleep(1)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
+
+
+def install():
+    """The chart as scripts/local-cluster.sh installs it, on this testbed."""
+    images = [os.path.join(BUILD, "images", f"{n}.tar")
+              for n in ("gpustack-operator", "gpustack-plugin-example")]
+    run(os.path.join(REPO, "scripts/testbed/kubelet.sh"), "import", "--dir", DIR, *images)
+    values = run(os.path.join(REPO, "scripts/local-cluster.sh"), "values", "--dir", DIR).stdout
+    path = os.path.join(DIR, "churn-values.yaml")
+    with open(path, "w") as f:
+        f.write(values)
+    run(HELM, "--kubeconfig", KUBECONFIG, "install", "gpustack-operator",
+        os.path.join(REPO, "charts/gpustack-operator"), "-n", "gpustack-system",
+        "--create-namespace", "-f", path, "--wait", "--timeout", "5m", timeout=400)
+
+
+def t4_entrance():
+    for it in get("instancetypes")["items"]:
+        if "t4" in (it.get("spec", {}).get("acceleratorGroup") or "").lower():
+            return it.get("status", {}).get("entrance")
+    return None
+
+
+SHAPES = (["whole"] * 2) + (["shared"] * 3) + (["sliced"] * 3)
+
+
+def limits_of(rng, shape):
+    if shape == "whole":
+        return {"nvidia.com/gpu": "1"}
+    if shape == "shared":
+        return {"nvidia.com/gpu.shared": str(rng.randint(1, 3))}
+    return {"nvidia.com/gpu.sliced": "1",
+            "nvidia.com/gpu.sliced.memory-percentage": str(rng.randrange(10, 61, 5))}
+
+
+def pod_object(name, queue, limits, lifetime):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {QUEUE_LABEL: queue}},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "docker.io/library/busybox:local",
+                                     "imagePullPolicy": "Never",
+                                     "command": ["sleep", str(lifetime)],
+                                     "resources": {"limits": limits, "requests": limits}}]}}
+
+
+def fault(kind):
+    """Injects one fault; returns what it did, for the report."""
+    if kind == "apiserver":
+        run(os.path.join(REPO, "scripts/testbed/testbed.sh"), "restart", "--dir", DIR,
+            "kube-apiserver", timeout=300)
+        return "apiserver restarted"
+    if kind == "kubelet":
+        run(os.path.join(REPO, "scripts/testbed/kubelet.sh"), "restart", "--dir", DIR,
+            timeout=300)
+        return "kubelet restarted"
+    if kind == "daemon":
+        done = run("pkill", "-9", "-f", "gpustack-operator.*device-manager serve", check=False)
+        return f"device manager killed (pkill {done.returncode})"
+    if kind == "worker":
+        done = run("pkill", "-9", "-f", "gpustack-operator.* worker( |$)", check=False)
+        return f"worker killed (pkill {done.returncode})"
+    raise AssertionError(f"unknown fault {kind}")
+
+
+def charges(pod):
+    """[(card, mode, credits)] the Pod's allocation record holds."""
+    text = pod["metadata"].get("annotations", {}).get(ALLOCATED)
+    if not text:
+        return []
+    out = []
+    for allocation in json.loads(text).values():
+        for a in allocation.get("accelerators", []):
+            out.append((a["id"], a["mode"], a["allocated"]))
+    return out
+
+
+def check_cards(pods):
+    """The over-commitments the live Pods' records show, one line each (none: [])."""
+    per_card = {}
+    for p in pods:
+        if p.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for card, mode, credits in charges(p):
+            entry = per_card.setdefault(card, {"modes": set(), "credits": 0, "pods": []})
+            entry["modes"].add(mode)
+            entry["credits"] += credits
+            entry["pods"].append(p["metadata"]["name"])
+    problems = []
+    for card, e in per_card.items():
+        if len(e["modes"]) > 1:
+            problems.append(f"{card} held in modes {sorted(e['modes'])} by {e['pods']}")
+        if e["credits"] > CARD_CREDITS:
+            problems.append(f"{card} over-committed: {e['credits']} credits by {e['pods']}")
+    return problems
+
+
+def refusal_of(pod):
+    """(reason, message) when the kubelet or gate 5 turned this bound Pod away, else None."""
+    status = pod.get("status", {})
+    if status.get("phase") != "Failed" or not pod["spec"].get("nodeName"):
+        return None
+    reason = status.get("reason", "")
+    if reason in REFUSAL_REASONS or reason.startswith("OutOf"):
+        return reason, status.get("message", "")
+    return None
+
+
+def devices_allocated():
+    devices = get("devices", NODE)
+    if devices is None:
+        return None
+    return {a["id"]: a.get("allocated", 0)
+            for g in devices.get("status", {}).get("groups", [])
+            for a in g.get("accelerators", [])}
+
+
+def main():
+    rng = random.Random(SEED)
+    if INSTALL:
+        say("installing the chart (the local cluster's values)")
+        install()
+    wait("the node's Devices with 4 T4s",
+         lambda: len([a for g in get("devices", NODE)["spec"]["groups"]
+                      if g["manufacturer"] == "nvidia" for a in g["accelerators"]]) == 4)
+    queue = wait("the T4 pool's entrance", t4_entrance)
+    kubectl("create", "namespace", NS, check=False)
+    wait(f"the entrance {queue} in {NS}",
+         lambda: queue in kubectl("get", "localqueues", "-n", NS, "-o", "name").stdout)
+
+    fault_at = [SECONDS * (i + 1) / (len(FAULTS) + 1) for i in range(len(FAULTS))]
+    faults_done = []  # (t, what)
+    planned = {}  # name -> {"shape", "limits", "delete_at"}
+    refused = {}  # name -> (t, reason, message, shape, faults in the 60 s before)
+    bound = set()
+    violations = []
+    checks = 0
+    seq = 0
+    say(f"churn for {SECONDS:.0f} s, seed {SEED}, at most {LIVE} Pods alive, faults {FAULTS}")
+    began = time.time()
+    while time.time() - began < SECONDS:
+        now = time.time()
+        if fault_at and now - began >= fault_at[0]:
+            fault_at.pop(0)
+            what = fault(FAULTS[len(faults_done)])
+            faults_done.append((now, what))
+            say(what)
+        pods = get("pods", "-n", NS)
+        if pods is None:
+            time.sleep(1)
+            continue
+        items = pods["items"]
+        checks += 1
+        for problem in check_cards(items):
+            violations.append((now, problem))
+            say(f"VIOLATION {problem}")
+        alive = 0
+        for p in items:
+            name = p["metadata"]["name"]
+            if p["spec"].get("nodeName"):
+                bound.add(name)
+            phase = p.get("status", {}).get("phase")
+            if phase not in ("Succeeded", "Failed"):
+                alive += 1
+            r = refusal_of(p)
+            if r and name not in refused:
+                recent = [w for t, w in faults_done if now - t < 60]
+                refused[name] = (now - began, r[0], r[1], planned.get(name, {}).get("shape"),
+                                 recent)
+                say(f"REFUSED {name} ({planned.get(name, {}).get('limits')}): {r[0]}: {r[1]}"
+                    + (f" [after: {', '.join(recent)}]" if recent else " [steady state]"))
+            if phase in ("Succeeded", "Failed") or (
+                    name in planned and planned[name]["delete_at"] and
+                    now >= planned[name]["delete_at"]):
+                kubectl("delete", "pod", "-n", NS, name, "--wait=false", check=False)
+                planned.pop(name, None)
+        if alive < LIVE:
+            shape = rng.choice(SHAPES)
+            limits = limits_of(rng, shape)
+            lifetime = rng.randint(5, 60)
+            early = rng.random() < 0.2
+            name = f"c{seq:04d}-{shape}"
+            seq += 1
+            planned[name] = {"shape": shape, "limits": limits,
+                             "delete_at": now + rng.uniform(2, lifetime) if early else None}
+            kubectl("apply", "-f", "-", stdin=json.dumps(pod_object(name, queue, limits, lifetime)),
+                    check=False)
+        time.sleep(0.5)
+
+    say("deleting every Pod; every card must come back")
+    kubectl("delete", "pods", "-n", NS, "--all", "--wait=true", timeout=300, check=False)
+    leaked = None
+    try:
+        wait("every card free", lambda: (lambda a: a is not None and not any(a.values()))(
+            devices_allocated()), seconds=120)
+    except AssertionError:
+        leaked = devices_allocated()
+
+    steady = [n for n, r in refused.items() if not r[4]]
+    report = {
+        "seconds": SECONDS, "seed": SEED, "faults": [w for _, w in faults_done],
+        "pods_created": seq, "pods_bound": len(bound), "pods_refused": len(refused),
+        "refusal_rate": (len(refused) / len(bound)) if bound else 0.0,
+        "refused_in_steady_state": len(steady), "checks": checks,
+        "violations": [v for _, v in violations], "leaked": leaked,
+        "refusals": [{"pod": n, "t": round(r[0], 1), "reason": r[1], "message": r[2],
+                      "shape": r[3], "after": r[4]} for n, r in sorted(refused.items())],
+    }
+    with open(os.path.join(BUILD, "churn-report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    say(f"{seq} Pods created, {len(bound)} bound to the node, {len(refused)} refused there "
+        f"({report['refusal_rate'] * 100:.1f} %, {len(steady)} in steady state); "
+        f"{len(violations)} over-commitments in {checks} checks; leaked: {leaked or 'nothing'}")
+    failures = []
+    if violations:
+        failures.append(f"{len(violations)} over-commitments")
+    if leaked:
+        failures.append(f"cards still allocated after every Pod is gone: {leaked}")
+    if len(refused) > MAX_REFUSALS:
+        failures.append(f"{len(refused)} admitted Pods refused at the node (at most "
+                        f"{MAX_REFUSALS} allowed)")
+    if failures:
+        print("FAILED: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
