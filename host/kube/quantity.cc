@@ -104,13 +104,21 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
   q.suffix_ = std::string(text.substr(i));
   // mantissa x 10^(9 - fraction + scale) x 2^scale2 nano-units.
   u128 nano = mantissa;
-  for (int p = 0; p < scale.power_of_two; ++p) nano = MultiplySaturating(nano, 2);
   int tens = 9 - fraction_digits + dropped_integer_digits + scale.power_of_ten;
-  for (; tens > 0; --tens) nano = MultiplySaturating(nano, 10);
-  for (; tens < 0 && nano != 0; ++tens) {
+  const auto divide_by_ten = [&] {
     if (nano % 10 != 0) q.finer_than_nano_ = true;
     nano /= 10;
+    ++tens;
+  };
+  // Exact divisions first, so that a long fraction times a binary suffix ("4096.000...0Gi") does
+  // not saturate on the way to a value that fits; an inexact one only where room runs out.
+  while (tens < 0 && nano != 0 && nano % 10 == 0) divide_by_ten();
+  for (int p = 0; p < scale.power_of_two; ++p) {
+    if (tens < 0 && nano > kSaturated / 2) divide_by_ten();
+    nano = MultiplySaturating(nano, 2);
   }
+  for (; tens > 0; --tens) nano = MultiplySaturating(nano, 10);
+  while (tens < 0 && nano != 0) divide_by_ten();
   if ((nano == 0 && mantissa != 0) || dropped_nonzero) q.finer_than_nano_ = true;
   q.saturated_ = nano >= kSaturated;
   q.nano_ = nano;

@@ -41,6 +41,12 @@ TEST(Quantity, ReadsEverySuffixAsApimachineryDoes) {
 TEST(Quantity, LongStringsKeepTheirValue) {
   EXPECT_EQ(Milli("1000." + std::string(36, '0')), 1'000'000);
   EXPECT_EQ(Quantity::Parse("4096." + std::string(40, '0') + "Gi")->Whole(), int64_t{4096} << 30);
+  EXPECT_EQ(Quantity::Parse("0.0000000005Ki")->Milli(), 1);  // 512 nano, exact: rounds up
+  // 36 significant digits times 2^60 would overflow 128 bits; the value still comes out right.
+  EXPECT_EQ(Quantity::Parse("1.00000000000000000000000000000000001Ei")->Whole(), std::nullopt);
+  EXPECT_EQ(Quantity::Parse("1.00000000000000000000000000000000001Ei")->Milli(),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Quantity::Parse("1.50000000000000000000000000000000000Ki")->Whole(), 1536);
   EXPECT_EQ(Quantity::Parse("0.000000000000000000000000000000000000001")->Milli(), 1);  // up
   EXPECT_EQ(Milli("00000000000000000000000000000000000000000000001"), 1000);
   const std::string huge(40, '9');
