@@ -159,6 +159,9 @@ Command AddWorker(CLI::App& root) {
                    "Leave the webhook configurations to the chart");
   worker->add_flag("!--no-node-devices-check", o.node_check,
                    "Do not judge Workloads for the gpustack-node-devices AdmissionCheck");
+  worker->add_flag("!--no-requeue-refused-pods", o.requeue_refused_pods,
+                   "Leave a queued Pod the node refused after gate 3's Ready Failed instead of "
+                   "replacing it");
   worker
       ->add_option("--node-devices-retry-after", c->retry_after,
                    "Seconds Kueue waits before retrying a Workload the check found no room for")

@@ -150,4 +150,32 @@ std::string FormatTime(std::chrono::system_clock::time_point time) {
   return text;
 }
 
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view text) {
+  std::tm utc{};
+  const std::string copy(text);
+  const char* end = strptime(copy.c_str(), "%Y-%m-%dT%H:%M:%S", &utc);
+  if (end == nullptr || (*end != 'Z' && *end != '.')) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&utc));
+}
+
+Json NewEvent(const Json& involved, std::string_view type, std::string_view reason,
+              std::string_view message, std::string_view component, std::string_view instance) {
+  const std::string now = FormatTime(std::chrono::system_clock::now());
+  return {{"apiVersion", "v1"},
+          {"kind", "Event"},
+          {"metadata",
+           {{"generateName", involved.value("name", "") + "."},
+            {"namespace", involved.value("namespace", "")}}},
+          {"involvedObject", involved},
+          {"type", type},
+          {"reason", reason},
+          {"message", message.substr(0, 1024)},
+          {"source", {{"component", component}}},
+          {"reportingComponent", component},
+          {"reportingInstance", instance},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"count", 1}};
+}
+
 }  // namespace gpustack::kube

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -83,6 +84,13 @@ bool ConditionIsTrue(const Json& object, std::string_view type);
 
 // A metav1.Time, as conditions and status timestamps carry it: "2026-12-05T05:17:18Z".
 std::string FormatTime(std::chrono::system_clock::time_point time);
+// FormatTime's inverse (whole seconds; a fraction is ignored); nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view text);
+
+// A core/v1 Event about `involved` (apiVersion, kind, name, namespace, uid), from `component`;
+// the message cut to 1 KiB.
+Json NewEvent(const Json& involved, std::string_view type, std::string_view reason,
+              std::string_view message, std::string_view component, std::string_view instance);
 
 }  // namespace gpustack::kube
 

@@ -405,21 +405,10 @@ void NodeDevicesCheck::Explain(const Json& workload, const std::string& message)
     if (explained_[uid] == message) return;
     explained_[uid] = message;
   }
-  const std::string ns = StringAt(workload, {"metadata", "namespace"}), now = Now();
+  const std::string ns = StringAt(workload, {"metadata", "namespace"});
   auto event = [&](const Json& involved) {
-    Json e = {{"apiVersion", "v1"},
-              {"kind", "Event"},
-              {"metadata", {{"generateName", involved.value("name", "") + "."}, {"namespace", ns}}},
-              {"involvedObject", involved},
-              {"type", "Warning"},
-              {"reason", "NoCardFits"},
-              {"message", message.substr(0, 1024)},
-              {"source", {{"component", kNodeDevicesCheck}}},
-              {"reportingComponent", kNodeDevicesController},
-              {"reportingInstance", kNodeDevicesCheck},
-              {"firstTimestamp", now},
-              {"lastTimestamp", now},
-              {"count", 1}};
+    const Json e = kube::NewEvent(involved, "Warning", "NoCardFits", message,
+                                  kNodeDevicesController, kNodeDevicesCheck);
     if (auto made = client_.Create(kube::resources::Events(), e); !made)
       Logger("node-devices")->debug("cannot record an event: {}", made.error());
   };

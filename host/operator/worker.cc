@@ -40,6 +40,9 @@ struct Counters {
   // The leader's gpustack-node-devices check, while it leads.
   NodeDevicesCheck* node_check = nullptr;
   NodeCheckCounters last_check;
+  // The leader's re-queueing of Pods the node refused, while it leads.
+  PodRequeuer* requeuer = nullptr;
+  RequeueCounters last_requeue;
 };
 
 // Everything in the settings that node facts, labels and counting keys depend on.
@@ -88,20 +91,29 @@ class ReconcileLoop {
     log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
                devices_->Size(), instance_types_->Size());
     queue_.Add("sync");
-    std::jthread checking;
+    std::jthread checking, requeueing;
     if (node_check_) {
       checking = std::jthread([this](std::stop_token own) { node_check_->Run(own); });
+      if (requeuer_)
+        requeueing = std::jthread([this](std::stop_token own) { requeuer_->Run(own); });
       std::lock_guard lock(counters_.mutex);
       counters_.node_check = node_check_.get();
+      counters_.requeuer = requeuer_.get();
     }
     std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
     Loop();
     if (checking.joinable()) {
       checking.request_stop();
       checking.join();
+      if (requeueing.joinable()) {
+        requeueing.request_stop();
+        requeueing.join();
+      }
       std::lock_guard lock(counters_.mutex);
       counters_.last_check = node_check_->Counters();
       counters_.node_check = nullptr;
+      if (requeuer_) counters_.last_requeue = requeuer_->Counters();
+      counters_.requeuer = nullptr;
     }
     for (kube::Informer* i : informers_) i->Stop();
     SetSynced(false);
@@ -166,9 +178,13 @@ class ReconcileLoop {
     bound.field_selector = "spec.nodeName!=";
     pods_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", bound);
     informers_.push_back(pods_.get());
-    if (options_.node_check)
+    // With gate 3's promise comes the re-queue of a Pod the node still refused (D20).
+    if (options_.node_check) {
       node_check_ = std::make_unique<NodeDevicesCheck>(client_, options_.node_check_options,
                                                        *nodes_, *instance_types_);
+      if (options_.requeue_refused_pods)
+        requeuer_ = std::make_unique<PodRequeuer>(client_, options_.requeue);
+    }
     pods_->AddEventHandler(
         {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod.get()); },
          .on_update = [this](const ObjectPtr& before,
@@ -212,6 +228,7 @@ class ReconcileLoop {
   // one entry per node instead of every Pod, and starts only when a node's sum changed.
   void OnPod(const Json* before, const Json* after) {
     if (node_check_) node_check_->OnPod(before, after);
+    if (requeuer_) requeuer_->OnPod(before, after);
     bool changed = false;
     {
       std::lock_guard lock(cpu_mutex_);
@@ -289,6 +306,25 @@ class ReconcileLoop {
     return view;
   }
 
+  // What the worker's flavors inject into admitted Pods, for the requeuer to take out again.
+  void SetFlavorInjections() {
+    Labels labels;
+    std::vector<Json> tolerations;
+    for (const ObjectPtr& flavor : flavors_->List()) {
+      const Json& node_labels = JsonAt(*flavor, {"spec", "nodeLabels"});
+      if (node_labels.is_object()) {
+        for (const auto& [key, value] : node_labels.items())
+          if (value.is_string()) labels.emplace(key, value.get<std::string>());
+      }
+      const Json& flavor_tolerations = JsonAt(*flavor, {"spec", "tolerations"});
+      if (!flavor_tolerations.is_array()) continue;
+      for (const Json& t : flavor_tolerations)
+        if (std::find(tolerations.begin(), tolerations.end(), t) == tolerations.end())
+          tolerations.push_back(t);
+    }
+    requeuer_->SetFlavorInjections(std::move(labels), std::move(tolerations));
+  }
+
   // One pass: the fleet model, every reconciler's writes, applied phase by phase.
   bool Pass(std::string* error) {
     std::vector<std::string> problems;
@@ -300,6 +336,7 @@ class ReconcileLoop {
       fleet->SetCpuRequests(node_cpu_);
     }
     if (node_check_) node_check_->SetFleet(fleet);
+    if (requeuer_) SetFlavorInjections();
     const PassView view = ViewOf(*fleet);
     std::vector<Write> writes;
     for (const auto& reconciler : reconcilers_) {
@@ -359,6 +396,7 @@ class ReconcileLoop {
   std::vector<kube::Informer*> informers_;
   Caches caches_;
   std::unique_ptr<NodeDevicesCheck> node_check_;
+  std::unique_ptr<PodRequeuer> requeuer_;
   std::map<std::string, Cached> facts_;
   std::mutex cpu_mutex_;
   std::map<std::string, int64_t> node_cpu_;  // millicores
@@ -427,6 +465,15 @@ std::string RenderMetrics(Counters& c) {
   sample("gpustack_worker_write_failures_total", std::to_string(c.write_failures));
   family("gpustack_worker_last_pass_seconds", "gauge", "Duration of the latest reconcile pass.");
   sample("gpustack_worker_last_pass_seconds", std::to_string(c.last_pass_seconds));
+  const RequeueCounters requeue = c.requeuer ? c.requeuer->Counters() : c.last_requeue;
+  family("gpustack_requeued_pods_total", "counter",
+         "Pods the node refused after gate 3 said Ready: replaced, or left Failed once the "
+         "replacements allowed were spent.");
+  sample("gpustack_requeued_pods_total{outcome=\"replaced\"}", std::to_string(requeue.replaced));
+  sample("gpustack_requeued_pods_total{outcome=\"given_up\"}", std::to_string(requeue.given_up));
+  family("gpustack_requeue_failures_total", "counter",
+         "Replacements or deletions the apiserver refused (retried).");
+  sample("gpustack_requeue_failures_total", std::to_string(requeue.failures));
   const NodeCheckCounters check = c.node_check ? c.node_check->Counters() : c.last_check;
   family("gpustack_node_devices_verdicts_total", "counter",
          "gpustack-node-devices verdicts written, by state.");

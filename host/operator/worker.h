@@ -19,6 +19,7 @@
 #include "host/kube/leader_election.h"
 #include "host/operator/fleet.h"
 #include "host/operator/node_check.h"
+#include "host/operator/requeue.h"
 #include "host/operator/webhooks.h"
 
 namespace gpustack::op {
@@ -39,6 +40,8 @@ struct WorkerOptions {
   WebhookOptions webhooks;
   bool node_check = true;
   NodeCheckOptions node_check_options;
+  bool requeue_refused_pods = true;  // with node_check: docs/decisions.md D20
+  RequeuePolicy requeue;
   // Reads GPUSTACK_<SETTING> for the first-start seed.
   std::function<std::string(const std::string&)> getenv;
 };

@@ -18,6 +18,7 @@
 #include "host/ledger/views.h"
 #include "host/operator/admission.h"
 #include "host/operator/fleet.h"
+#include "host/operator/requeue.h"
 #include "host/runtime/devices_spec.h"
 #include "tests/kube/testbed.h"
 
@@ -1204,11 +1205,62 @@ TEST_F(AdmissionE2e, GateThreeCountsTheCardsKueueCannotSee) {
   Json shared;
   ASSERT_TRUE(Admitted("shared", &shared));
   EXPECT_EQ(shared["spec"]["nodeSelector"]["kubernetes.io/hostname"], "node-a10g");
-  const Json affinity =
-      shared["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-  EXPECT_NE(affinity.dump().find("shared-max-free-slots.fit.gpustack.ai/nvidia-a10g"),
-            std::string::npos)
-      << affinity.dump();
+  // Pinned by gate 3, it carries no fit affinity a restarted kubelet would check again against
+  // labels that moved (docs/decisions.md D20).
+  EXPECT_EQ(shared["spec"].dump().find("fit.gpustack.ai"), std::string::npos)
+      << shared["spec"].dump();
+  EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+}
+
+// docs/decisions.md D20: a Pod the node refused after gate 3 said Ready is replaced and queued
+// again, not left Failed. kwok runs no device manager, so the test writes the kubelet's verdict
+// itself, as the kubelet writes it (Failed, UnexpectedAdmissionError, no container started).
+TEST_F(AdmissionE2e, APodTheNodeRefusedIsReplacedAndQueuedAgain) {
+  ASSERT_TRUE(
+      Create("refused", kT4, Json::array({Container("main", {{"nvidia.com/gpu.shared", "2"}})})));
+  Json pod;
+  ASSERT_TRUE(Admitted("refused", &pod));
+  const std::string node = pod["spec"]["nodeName"];
+  // kwok marks a bound Pod Running; the verdict written before that would be overwritten.
+  ASSERT_TRUE(WaitFor([&] {
+    auto got = client_->Get(resources::Pods(), ns_, "refused");
+    return got && (*got)["status"].value("phase", "") == "Running";
+  }));
+  const std::string message =
+      "Allocate failed due to 2 nvidia.com/gpu.shared slots must be on "
+      "one card, the kubelet offered 2 cards";
+  ASSERT_TRUE(client_->Patch(resources::Pods(), ns_, "refused", kube::PatchType::kMerge,
+                             {{"status",
+                               {{"phase", "Failed"},
+                                {"reason", "UnexpectedAdmissionError"},
+                                {"message", message},
+                                {"conditions", nullptr},
+                                {"containerStatuses", nullptr}}}},
+                             "status"));
+  // The worker says when (an Event on the refused Pod), then replaces it: the same request,
+  // admitted afresh (a new Workload, pinned and counted again by gate 3), the failed Pod gone.
+  Json replacement;
+  ASSERT_TRUE(Admitted("refused-requeued-1", &replacement)) << [] {
+    const std::string log = worker_->Log();  // what the requeuer said
+    return log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+  }();
+  EXPECT_EQ(Annotation(replacement, op::kRequeueOfAnnotation), "refused");
+  EXPECT_EQ(Annotation(replacement, op::kRequeueAttemptAnnotation), "1");
+  EXPECT_EQ(Annotation(replacement, op::kRequeueReasonAnnotation),
+            node + ": UnexpectedAdmissionError: " + message);
+  EXPECT_EQ(replacement["spec"]["containers"][0]["resources"]["limits"],
+            pod["spec"]["containers"][0]["resources"]["limits"]);
+  EXPECT_FALSE(WorkloadOf(*client_, ns_, "refused-requeued-1").is_null());
+  EXPECT_TRUE(WaitFor([&] {
+    auto gone = client_->Get(resources::Pods(), ns_, "refused");
+    return !gone && kube::IsNotFound(gone.failure());
+  }));
+  auto events = client_->List(resources::Events(), ns_,
+                              {.field_selector = "involvedObject.name=refused,reason=Requeueing"});
+  ASSERT_TRUE(events);
+  ASSERT_FALSE(events->items.empty());
+  EXPECT_NE(events->items[0].value("message", "").find("refused by node " + node),
+            std::string::npos);
   EXPECT_EQ(OverCommit(*client_, {ns_}), "");
 }
 
