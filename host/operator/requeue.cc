@@ -76,6 +76,8 @@ std::optional<Refusal> RefusalOf(const Json& pod) {
   if (r.node.empty() || !IsAdmissionRefusal(r.reason) || AnyContainerStarted(status))
     return std::nullopt;
   if (StringAt(pod, {"metadata", "labels", kQueueNameLabel}).empty()) return std::nullopt;
+  if (StringAt(pod, {"metadata", "annotations", ledger::kChosenAnnotation}).empty())
+    return std::nullopt;  // gate 3 never placed it: not a disagreement between the gates
   for (const char* group : kGroupLabels) {
     if (!StringAt(pod, {"metadata", "labels", group}).empty()) return std::nullopt;
   }
@@ -104,6 +106,12 @@ std::optional<std::chrono::system_clock::time_point> ReplacementDue(const Refusa
   return refusal.at + std::min(delay, policy.longest_delay);
 }
 
+std::string ReplacementName(const std::string& chain, int attempt) {
+  const std::string suffix = "-requeued-" + std::to_string(attempt);
+  constexpr size_t kMaxName = 253;
+  return chain.substr(0, kMaxName - suffix.size()) + suffix;
+}
+
 Json ReplacementOf(const Json& pod, const Refusal& refusal, const AdmissionInjections& injected) {
   const Json& meta = pod["metadata"];
   const Json labels =
@@ -112,10 +120,11 @@ Json ReplacementOf(const Json& pod, const Refusal& refusal, const AdmissionInjec
   annotations.erase(ledger::kChosenAnnotation);
   annotations.erase(ledger::kAllocatedAnnotation);
   annotations[kRequeueOfAnnotation] = refusal.chain;
+  annotations[kRequeueOfUidAnnotation] = meta.value("uid", "");
   annotations[kRequeueAttemptAnnotation] = std::to_string(refusal.attempt + 1);
   annotations[kRequeueReasonAnnotation] =
       (refusal.node + ": " + refusal.reason + ": " + refusal.message).substr(0, 1024);
-  Json metadata = {{"name", refusal.chain + "-requeued-" + std::to_string(refusal.attempt + 1)},
+  Json metadata = {{"name", ReplacementName(refusal.chain, refusal.attempt + 1)},
                    {"namespace", meta.value("namespace", "")},
                    {"labels", labels},
                    {"annotations", annotations}};
@@ -182,10 +191,34 @@ void PodRequeuer::OnPod(const Json* before, const Json* after) {
     pending_.erase(key);
     return;
   }
-  auto [it, added] = pending_.try_emplace(key);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    if (std::chrono::system_clock::now() - refusal->at > policy_.max_age) return;  // history
+    it = pending_.emplace(key, Pending{}).first;
+    it->second.due = ReplacementDue(*refusal, policy_);
+  }
+  // Updates to a Pod already waiting keep its due time: a retry's back-off, or never.
   it->second.pod = *after;
   it->second.refusal = *refusal;
-  it->second.due = ReplacementDue(*refusal, policy_);
+}
+
+void PodRequeuer::RetryLater(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  ++counters_.failures;
+  auto it = pending_.find(key);
+  if (it == pending_.end() || !it->second.due) return;
+  std::chrono::seconds delay = policy_.first_delay;
+  for (int i = 0; i < it->second.failures && delay < policy_.longest_delay; ++i) delay *= 2;
+  ++it->second.failures;
+  it->second.due = std::chrono::system_clock::now() + std::min(delay, policy_.longest_delay);
+}
+
+void PodRequeuer::GiveUp(const std::string& key, const Json& pod, const std::string& why) {
+  Logger("requeue")->warn("{}: not requeued: {}", key, why);
+  Record(pod, "Warning", "NotRequeued", why);
+  std::lock_guard lock(mutex_);
+  ++counters_.given_up;
+  if (auto it = pending_.find(key); it != pending_.end()) it->second.due = std::nullopt;
 }
 
 void PodRequeuer::SetFlavorInjections(Labels labels, std::vector<Json> tolerations) {
@@ -262,15 +295,36 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
   // Create, then delete: a worker killed in between finds the failed Pod again, and the
   // replacement it would create already there.
   auto made = client_.Create(kube::resources::Pods(), replacement);
-  if (!made && !kube::IsAlreadyExists(made.failure())) {
+  if (!made && kube::IsAlreadyExists(made.failure())) {
+    // Ours from an earlier try (a worker killed between create and delete), or someone else's.
+    auto existing = client_.Get(kube::resources::Pods(), ns, name);
+    if (!existing) {
+      log->warn("{}: cannot read the existing {}: {}", key, name, existing.error());
+      RetryLater(key);
+      return;
+    }
+    const std::string uid = StringAt(p.pod, {"metadata", "uid"});
+    if (StringAt(*existing, {"metadata", "annotations", kRequeueOfUidAnnotation}) != uid) {
+      GiveUp(key, p.pod,
+             refused + "; not requeued: a Pod named " + name +
+                 " already exists and does not replace this one");
+      return;
+    }
+  } else if (!made) {
+    const Error& error = made.failure();
+    // 4xx other than a conflict or throttling will not change by trying again (quota, a
+    // namespace being deleted, a policy that refuses the Pod).
+    const bool permanent = error.http_status >= 400 && error.http_status < 500 &&
+                           error.http_status != 409 && error.http_status != 429;
     log->warn("{}: cannot create the replacement {}: {}", key, name, made.error());
+    if (permanent) {
+      GiveUp(key, p.pod,
+             refused + "; not requeued: the replacement " + name + " was refused: " + made.error());
+      return;
+    }
     Record(p.pod, "Warning", "RequeueFailed",
            "cannot create the replacement " + name + ": " + made.error());
-    std::lock_guard lock(mutex_);
-    ++counters_.failures;
-    if (auto it = pending_.find(key); it != pending_.end()) {
-      it->second.due = std::chrono::system_clock::now() + policy_.first_delay;
-    }
+    RetryLater(key);
     return;
   }
   if (made) {
@@ -282,15 +336,12 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
   options.uid = StringAt(p.pod, {"metadata", "uid"});
   Status deleted =
       client_.Delete(kube::resources::Pods(), ns, StringAt(p.pod, {"metadata", "name"}), options);
-  std::lock_guard lock(mutex_);
   if (!deleted && !kube::IsNotFound(deleted.failure())) {
     log->warn("{}: cannot delete it after its replacement: {}", key, deleted.error());
-    ++counters_.failures;
-    if (auto it = pending_.find(key); it != pending_.end()) {
-      it->second.due = std::chrono::system_clock::now() + policy_.first_delay;
-    }
+    RetryLater(key);
     return;
   }
+  std::lock_guard lock(mutex_);
   if (made) ++counters_.replaced;
   pending_.erase(key);
 }

@@ -28,6 +28,9 @@ using Json = nlohmann::json;
 
 // On a replacement: the name of the Pod the chain started from, and which attempt it is.
 inline constexpr const char* kRequeueOfAnnotation = "gpustack.ai/requeue-of";
+// The uid of the refused Pod it replaces: a Pod of the replacement's name without it is someone
+// else's, and the refused Pod is then left alone.
+inline constexpr const char* kRequeueOfUidAnnotation = "gpustack.ai/requeue-of-uid";
 inline constexpr const char* kRequeueAttemptAnnotation = "gpustack.ai/requeue-attempt";
 // Why its predecessor was refused ("<node>: <reason>: <message>").
 inline constexpr const char* kRequeueReasonAnnotation = "gpustack.ai/requeue-reason";
@@ -36,6 +39,9 @@ struct RequeuePolicy {
   int max_attempts = 5;                    // replacements of one chain; then it stays Failed
   std::chrono::seconds first_delay{5};     // after the refusal; doubles each attempt
   std::chrono::seconds longest_delay{60};  // the doubling stops here
+  // A refusal older than this when first seen (a worker upgraded onto old Failed Pods) is history,
+  // not work to redo.
+  std::chrono::seconds max_age{3600};
 };
 
 // What the node said when it turned a bound Pod away.
@@ -49,13 +55,18 @@ struct Refusal {
 };
 
 // Pure: the refusal when `pod` is a queued plain Pod (a queue-name label, no controller owner)
-// that the node refused at admission: Failed, bound, no container ever started, a kubelet
-// admission reason. nullopt for every other Pod.
+// that gate 3 placed (its chosen-cards annotation) and the node then refused at admission:
+// Failed, bound, no container ever started, a kubelet admission reason. nullopt for every other
+// Pod, a CPU-only queue's included.
 std::optional<Refusal> RefusalOf(const Json& pod);
 
 // Pure: when the replacement for `refusal` is due, or nullopt when the chain is out of attempts.
 std::optional<std::chrono::system_clock::time_point> ReplacementDue(const Refusal& refusal,
                                                                     const RequeuePolicy& policy);
+
+// Pure: `<chain>-requeued-<attempt>`, the chain's name shortened so the whole stays a valid Pod
+// name (253 characters).
+std::string ReplacementName(const std::string& chain, int attempt);
 
 // What admission added to a Pod's node constraints, to take away again: the worker's
 // ResourceFlavors' node labels and tolerations (gate 3 adds the hostname pin).
@@ -96,10 +107,15 @@ class PodRequeuer {
   struct Pending {
     Json pod;
     Refusal refusal;
-    std::optional<std::chrono::system_clock::time_point> due;
+    std::optional<std::chrono::system_clock::time_point> due;  // nullopt: never (given up)
     bool explained = false;  // the Event saying when (or that it will not) was recorded
+    int failures = 0;        // failed tries to create or delete; they back off
   };
+  // A failed try: the next one after a doubling delay.
+  void RetryLater(const std::string& key);
   void Handle(const std::string& key, Pending pending);
+  // Stops working on `key`: counted as given up, with a NotRequeued Event saying why.
+  void GiveUp(const std::string& key, const Json& pod, const std::string& why);
   void Record(const Json& pod, const std::string& type, const std::string& reason,
               const std::string& message);
 

@@ -71,6 +71,10 @@ TEST(Requeue, OnlyAQueuedPlainPodTheNodeRefusedQualifies) {
   EXPECT_FALSE(changed([](Json& p) { p["spec"].erase("nodeName"); }));
   EXPECT_FALSE(
       changed([](Json& p) { p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "g"; }));
+  // Gate 3 never placed it (a CPU-only queue's Pod): not the gates disagreeing.
+  EXPECT_FALSE(changed([](Json& p) {
+    p["metadata"]["annotations"].erase("device.gpustack.ai/accelerator.chosen");
+  }));
   // A container still waiting (created, never started) does not count as having run.
   EXPECT_TRUE(changed([](Json& p) {
     p["status"]["containerStatuses"] = {{{"name", "main"}, {"state", {{"waiting", {}}}}}};
@@ -111,6 +115,7 @@ TEST(Requeue, TheReplacementDropsWhatBindingAndAdmissionAdded) {
   EXPECT_FALSE(notes.contains("kueue.x-k8s.io/role-hash"));
   EXPECT_EQ(notes["note"], "kept");
   EXPECT_EQ(notes[kRequeueOfAnnotation], "train");
+  EXPECT_EQ(notes[kRequeueOfUidAnnotation], "u-1");
   EXPECT_EQ(notes[kRequeueAttemptAnnotation], "1");
   EXPECT_EQ(notes[kRequeueReasonAnnotation],
             "node-a: UnexpectedAdmissionError: Allocate failed due to 2 slots must be on one card");
@@ -126,11 +131,20 @@ TEST(Requeue, TheReplacementDropsWhatBindingAndAdmissionAdded) {
   Json second = out;
   second["metadata"]["uid"] = "u-2";
   second["spec"]["nodeName"] = "node-a";
+  second["metadata"]["annotations"][ledger::kChosenAnnotation] = "{}";  // gate 3 placed it again
   second["status"] = pod["status"];
   Refusal again = *RefusalOf(second);
   EXPECT_EQ(again.chain, "train");
   EXPECT_EQ(again.attempt, 1);
   EXPECT_EQ(ReplacementOf(second, again, {})["metadata"]["name"], "train-requeued-2");
+}
+
+TEST(Requeue, AReplacementNameStaysAValidPodName) {
+  EXPECT_EQ(ReplacementName("train", 3), "train-requeued-3");
+  const std::string longest(253, 'a');
+  const std::string name = ReplacementName(longest, 5);
+  EXPECT_EQ(name.size(), 253u);
+  EXPECT_EQ(name.substr(name.size() - 11), "-requeued-5");
 }
 
 TEST(Requeue, TheUsersOwnNodeConstraintsComeFromTheQueuedWorkload) {
