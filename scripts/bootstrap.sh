@@ -14,6 +14,7 @@ packages=(
   libssl-dev                # TLS (Kubernetes client, webhook and metrics servers)
   libpci-dev                # the host's PCI inventory
   libyaml-cpp-dev           # YAML output of detect and monitor
+  libtomlplusplus-dev       # preflight parses containerd's config (TOML)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # the kubelet gRPC APIs
   # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
   openssl curl python3 python3-yaml

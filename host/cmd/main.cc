@@ -1,6 +1,7 @@
 // gpustack-operator: one binary, subcommands. Which subcommands exist and the logging flag; each
 // subcommand's flags and start-up are in a file of its own (command.h), the work in libraries.
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -81,7 +82,17 @@ int main(int argc, char** argv) {
   }
   gpustack::InitLogging(log_level);
   for (const cmd::Command& command : commands) {
-    if (command.app->parsed()) return command.run();
+    if (!command.app->parsed()) continue;
+    const int status = command.run();
+    if (gpustack::runtime::AbandonedThreads() > 0) {
+      // A thread is still inside a plugin (docs/decisions.md D23): exit() could wait forever on
+      // the loader lock a hanging library constructor holds. Flush, then end without it.
+      std::cout.flush();
+      std::cerr.flush();
+      std::fflush(nullptr);
+      std::_Exit(status);
+    }
+    return status;
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -95,8 +96,18 @@ void ReportProblems(const runtime::NodeReport& report) {
       std::cerr << "error: " << Printable(p.discovery_error->message) << "\n";
     }
     for (const std::string& w : p.warnings) std::cerr << "warning: " << Printable(w) << "\n";
+    for (const std::string& f : p.faults) std::cerr << "error: " << Printable(f) << "\n";
   }
   if (!report.spec) std::cerr << "error: " << Printable(report.spec.error()) << "\n";
+}
+
+// True when everything written to stdout reached it. A report that could not be written (a closed
+// pipe, a full disk, or a plugin that closed the descriptor) must not end in status 0.
+bool FlushedStdout() {
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return true;
+  std::cerr << "error: cannot write the output to stdout\n";
+  return false;
 }
 
 // The node's runtime after one discovery pass; nullptr (the reason printed) on bad input.
@@ -140,13 +151,14 @@ struct DetectCommand {
     } else {
       std::cout << dm::ToText(*report);
     }
-    std::cout.flush();
+    const bool written = FlushedStdout();
     ReportProblems(report->node);
-    return Finish(report->ok() ? 0 : 1);
+    return Finish(report->ok() && written ? 0 : 1);
   }
 };
 
 struct MonitorCommand {
+  static constexpr double kShortestInterval = 0.01;  // seconds: 100 rounds a second at most
   NodeFlags node;
   std::string output = "text";
   double interval = 0;
@@ -157,6 +169,12 @@ struct MonitorCommand {
     // NaN passes range checks in some CLI11 versions: refuse it here too.
     if (!std::isfinite(interval)) {
       std::cerr << "error: --interval must be a finite number of seconds\n";
+      return kBadInput;
+    }
+    // A floor: an interval near zero would only busy-loop the plugins and flood the output.
+    if (interval != 0 && interval < kShortestInterval) {
+      std::cerr << "error: --interval must be 0 (one round) or at least " << kShortestInterval
+                << " s, not " << interval << "\n";
       return kBadInput;
     }
     if (interval == 0 && count == 0) count = 1;  // no interval: one round
@@ -174,8 +192,9 @@ struct MonitorCommand {
     for (int round = 0; !StopRequested() && (count == 0 || round < count); ++round) {
       if (round > 0 && !Wait()) break;
       const dm::MonitorRound sample = dm::SampleRound(*runtime, processes);
-      failed = failed || !sample.samples.errors.empty();
-      Print(sample);
+      // An implausible figure (left unmeasured) is a fault of the plugin or its library too.
+      failed = failed || !sample.samples.errors.empty() || !sample.samples.warnings.empty();
+      if (!Print(sample)) return 1;
     }
     return failed ? 1 : 0;
   }
@@ -189,7 +208,8 @@ struct MonitorCommand {
     return !StopRequested();
   }
 
-  void Print(const dm::MonitorRound& sample) const {
+  // False when stdout no longer takes the output.
+  bool Print(const dm::MonitorRound& sample) const {
     if (output == "json") {
       std::cout << dm::ToJson(sample).dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";
     } else if (output == "yaml") {
@@ -197,11 +217,12 @@ struct MonitorCommand {
     } else {
       std::cout << dm::ToText(sample) << "\n";
     }
-    std::cout.flush();
+    const bool written = FlushedStdout();
     if (output != "text") {  // text shows them in the table already
       for (const std::string& e : sample.samples.errors)
         std::cerr << "error: " << Printable(e) << "\n";
     }
+    return written;
   }
 };
 
@@ -219,9 +240,10 @@ struct PreflightCommand {
     } else {
       std::cout << dm::ToText(checks);
     }
+    const bool written = FlushedStdout();
     if (!dm::AllPassed(checks))
       std::cerr << "error: preflight failed: see the checks marked FAIL\n";
-    return Finish(dm::AllPassed(checks) ? 0 : 1);
+    return Finish(dm::AllPassed(checks) && written ? 0 : 1);
   }
 };
 
@@ -346,7 +368,9 @@ Command AddMonitor(CLI::App& device_manager) {
   CLI::App* monitor = device_manager.add_subcommand(
       "monitor", "Sample every accelerator: memory, utilization, temperature, power, health");
   c->node.AddTo(monitor);
-  monitor->add_option("-i,--interval", c->interval, "Seconds between rounds; 0 samples once")
+  monitor
+      ->add_option("-i,--interval", c->interval,
+                   "Seconds between rounds (at least 0.01); 0 samples once")
       ->check(CLI::Range(0.0, 86400.0))  // also refuses nan and inf
       ->capture_default_str();
   monitor->add_option("-c,--count", c->count, "Rounds to take (0: until interrupted)")

@@ -51,6 +51,7 @@ json PluginJson(const PluginStatus& p) {
     if (!unhealthy.empty()) entry["discovery"]["unhealthy"] = unhealthy;
   }
   if (!p.warnings.empty()) entry["warnings"] = p.warnings;
+  if (!p.faults.empty()) entry["faults"] = p.faults;
   return entry;
 }
 
@@ -136,6 +137,7 @@ std::string ToText(const DetectReport& report) {
       out << "\n";
     }
     for (const std::string& w : p.warnings) out << "      warning: " << Printable(w) << "\n";
+    for (const std::string& f : p.faults) out << "      error: " << Printable(f) << "\n";
     for (const sdk::AcceleratorGroup& g : p.groups) {
       out << "      " << Printable(g.product) << " x" << g.accelerators.size() << " ("
           << g.memory_mib << " MiB each)\n";

@@ -1,5 +1,6 @@
 #include "host/device_manager/preflight.h"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -26,14 +27,6 @@ const char* ResultName(CheckResult r) {
     default:
       return "FAIL";
   }
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 PreflightCheck LibraryCheck(const PluginStatus& p) {
@@ -113,7 +106,9 @@ std::optional<PreflightCheck> DeviceNodeCheck(runtime::NodeRuntime& node, const 
   check.result = CheckResult::kFail;
   check.detail = "missing: ";
   for (size_t i = 0; i < missing.size(); ++i) check.detail += (i ? ", " : "") + missing[i];
-  const std::string hint = p.identity ? p.identity->install_hint : "install the driver";
+  const std::string hint = p.identity && !p.identity->install_hint.empty()
+                               ? p.identity->install_hint
+                               : "install the driver";
   check.fix = hint + "; the kernel module creates these nodes";
   return check;
 }
@@ -133,7 +128,14 @@ std::optional<PreflightCheck> RuntimeCheck(const PluginStatus& p, const Prefligh
                    "\" handler exists (" + why + ")";
     check.fix = "make sure containerd has a \"" + handler +
                 "\" runtime handler, for RuntimeClass " + handler;
-  } else if (!HasRuntimeHandler(*config, handler)) {
+  } else if (auto has = HasRuntimeHandler(*config, handler); !has) {
+    check.result = CheckResult::kWarn;
+    check.detail = options.containerd_config + " is " + has.error() +
+                   "; cannot tell whether the \"" + handler + "\" handler exists (" + why + ")";
+    check.fix =
+        "fix the containerd config (containerd itself would refuse it), then restart "
+        "containerd";
+  } else if (!*has) {
     check.result = CheckResult::kFail;
     check.detail =
         "no \"" + handler + "\" runtime in " + options.containerd_config + " (" + why + ")";
@@ -173,26 +175,35 @@ std::optional<PreflightCheck> PartitionCheck(const PluginStatus& p) {
 
 }  // namespace
 
-bool HasRuntimeHandler(std::string_view config, std::string_view name) {
-  const std::string bare = "runtimes." + std::string(name);
-  const std::string quoted = "runtimes.\"" + std::string(name) + "\"";
-  while (!config.empty()) {
-    const size_t newline = config.find('\n');
-    std::string_view line = Trim(config.substr(0, newline));
-    config = newline == std::string_view::npos ? std::string_view{} : config.substr(newline + 1);
-    if (line.empty() || line.front() != '[') continue;  // comments and keys
-    const size_t close = line.find(']');
-    if (close == std::string_view::npos) continue;
-    std::string_view header = Trim(line.substr(1, close - 1));
-    if (!header.empty() && header.front() == '[') header = Trim(header.substr(1));  // [[array]]
-    auto ends_with = [&](const std::string& suffix) {
-      return header.size() >= suffix.size() &&
-             header.substr(header.size() - suffix.size()) == suffix &&
-             (header.size() == suffix.size() || header[header.size() - suffix.size() - 1] == '.');
-    };
-    if (ends_with(bare) || ends_with(quoted)) return true;
+namespace {
+
+// A table `runtimes` holding a table `name`, at any depth below `table`.
+bool HoldsRuntime(const toml::table& table, std::string_view name, int depth) {
+  if (depth > 16) return false;  // containerd nests four or five deep; a hostile file more
+  if (const toml::table* runtimes = table["runtimes"].as_table()) {
+    if ((*runtimes)[name].is_table()) return true;
+  }
+  for (const auto& [key, value] : table) {
+    if (const toml::table* child = value.as_table(); child && HoldsRuntime(*child, name, depth + 1))
+      return true;
   }
   return false;
+}
+
+}  // namespace
+
+Result<bool> HasRuntimeHandler(std::string_view config, std::string_view name) {
+  toml::table root;
+  try {
+    root = toml::parse(config);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    return Error{"not valid TOML at line " + std::to_string(at.line) + ", column " +
+                     std::to_string(at.column) + ": " + std::string(e.description()),
+                 Code::kInvalidArgument};
+  }
+  const toml::table* plugins = root["plugins"].as_table();
+  return plugins != nullptr && HoldsRuntime(*plugins, name, 0);
 }
 
 std::vector<PreflightCheck> RunPreflight(runtime::NodeRuntime& node,

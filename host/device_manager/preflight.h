@@ -36,9 +36,11 @@ struct PreflightOptions {
 std::vector<PreflightCheck> RunPreflight(runtime::NodeRuntime& node,
                                          const PreflightOptions& options);
 
-// Whether a containerd config (TOML) registers a runtime handler `name`: a table header ending in
-// runtimes.<name> or runtimes."<name>", not commented out. Pure.
-bool HasRuntimeHandler(std::string_view containerd_config, std::string_view name);
+// Whether a containerd config (TOML, any config version) registers a runtime handler `name`: a
+// table `runtimes.<name>` anywhere under `plugins`, as containerd reads it (parsed, so a header
+// inside a comment or a multi-line string does not count). An error names where the TOML is
+// malformed. Pure.
+Result<bool> HasRuntimeHandler(std::string_view containerd_config, std::string_view name);
 
 bool AllPassed(const std::vector<PreflightCheck>& checks);  // no failure (warnings allowed)
 nlohmann::json ToJson(const std::vector<PreflightCheck>& checks);

@@ -34,10 +34,11 @@ Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesS
     std::string why = p.error             ? p.error->message
                       : p.discovery_error ? p.discovery_error->message
                                           : "";
+    for (const std::string& fault : p.faults) why += (why.empty() ? "" : "; ") + fault;
     if (!why.empty()) entry["message"] = why;
     if (p.stale) entry["stale"] = true;
     plugins.push_back(std::move(entry));
-    if (p.state != runtime::PluginState::kRunning || p.discovery_error) {
+    if (p.state != runtime::PluginState::kRunning || p.discovery_error || !p.faults.empty()) {
       not_ready += (not_ready.empty() ? "" : "; ") + (p.name.empty() ? p.origin : p.name) + " " +
                    std::string(runtime::StateName(p.state)) + (why.empty() ? "" : ": " + why);
     }

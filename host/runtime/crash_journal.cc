@@ -1,10 +1,12 @@
 #include "host/runtime/crash_journal.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <array>
@@ -57,6 +59,18 @@ struct Header {
 };
 
 constexpr size_t kBytes = sizeof(Header) + kSlots * sizeof(CrashJournal::Slot);
+// Slot::hook for a fault on a thread the plugin started itself.
+constexpr uint32_t kOwnThread = 0xffff;
+
+// Where each noted plugin library is mapped, for the signal reporter (lock-free reads).
+struct CodeRange {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  std::atomic<CrashJournal::Slot*> slot{nullptr};
+};
+constexpr size_t kMaxCodeRanges = 64;
+std::array<CodeRange, kMaxCodeRanges> g_code{};
+// An entry being filled in: its range is not yet its slot's.
+CrashJournal::Slot* const kClaiming = reinterpret_cast<CrashJournal::Slot*>(alignof(uint64_t));
 
 // The journals this process has open, for the signal and exit reporters (which may not lock).
 constexpr size_t kMaxJournals = 8;
@@ -126,24 +140,88 @@ bool ForEachHookOfThisThread(Report report) {
 void WriteHook(const CrashJournal::Slot& slot) {
   Write(" in plugin ");
   WriteBounded(slot.plugin, sizeof slot.plugin);
-  Write(" during its ");
-  Write(std::string_view(HookName(static_cast<Hook>(slot.hook))).data());
-  Write(" hook (");
+  if (slot.hook == kOwnThread) {
+    Write(" on a thread it started (outside any hook) (");
+  } else {
+    Write(" during its ");
+    Write(std::string_view(HookName(static_cast<Hook>(slot.hook))).data());
+    Write(" hook (");
+  }
   WriteBounded(slot.library, sizeof slot.library);
   Write("); it will be quarantined at the next start until that file changes\n");
 }
 
-void ReportFatalSignal(int signal, siginfo_t* info, void*) {
-  ForEachHookOfThisThread([&](const CrashJournal::Slot& slot) {
-    Write("gpustack-operator: fatal signal ");
-    WriteNumber(signal);
-    if (const char* name = sigabbrev_np(signal)) {  // a constant table: no allocation
-      Write(" (SIG");
-      Write(name);
-      Write(")");
+// The faulting instruction's address, from the signal's saved context; 0 where unknown.
+uintptr_t FaultingInstruction(void* context) {
+  if (context == nullptr) return 0;
+  [[maybe_unused]] const auto* uc = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.pc);
+#else
+  return 0;
+#endif
+}
+
+// The slot of the noted plugin library whose code holds `pc`, marked crashed on a thread of its
+// own; nullptr when `pc` is in no plugin's code.
+// True when `slot` lies in a journal that is open and armed (a slot of a closed journal may be
+// unmapped; one of a disarmed journal no longer reports crashes).
+bool InArmedJournal(const CrashJournal::Slot* slot) {
+  for (auto& journal : g_journals) {
+    Header* header = journal.load(std::memory_order_acquire);
+    if (header == nullptr || header->armed.load(std::memory_order_acquire) == 0) continue;
+    const CrashJournal::Slot* first = Slots(header);
+    if (slot >= first && slot < first + kSlots) return true;
+  }
+  return false;
+}
+
+// The slot of the noted plugin library whose code holds `pc`, marked crashed on a thread of its
+// own; nullptr when `pc` is in no plugin's code.
+CrashJournal::Slot* BlameCodeAt(uintptr_t pc) {
+  if (pc == 0) return nullptr;
+  for (CodeRange& range : g_code) {
+    CrashJournal::Slot* slot = range.slot.load(std::memory_order_acquire);
+    if (slot == nullptr || slot == kClaiming || pc < range.begin.load(std::memory_order_relaxed) ||
+        pc >= range.end.load(std::memory_order_relaxed) || !InArmedJournal(slot)) {
+      continue;
     }
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);  // async-signal-safe
+    slot->hook = kOwnThread;
+    slot->entered_unix_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+    slot->state.store(kCrashed, std::memory_order_release);
+    return slot;
+  }
+  return nullptr;
+}
+
+void WriteSignal(int signal) {
+  Write("gpustack-operator: fatal signal ");
+  WriteNumber(signal);
+  if (const char* name = sigabbrev_np(signal)) {  // a constant table: no allocation
+    Write(" (SIG");
+    Write(name);
+    Write(")");
+  }
+}
+
+void ReportFatalSignal(int signal, siginfo_t* info, void* context) {
+  const bool in_hook = ForEachHookOfThisThread([&](const CrashJournal::Slot& slot) {
+    WriteSignal(signal);
     WriteHook(slot);
   });
+  // Not inside a hook: a thread the plugin started faulted in the plugin's own code. Only a fault
+  // the kernel raised on this thread (si_code > 0): a signal sent by a process or by kill() lands
+  // on any thread, and would blame whatever code that thread happened to run.
+  if (!in_hook && info != nullptr && info->si_code > 0) {
+    if (const CrashJournal::Slot* slot = BlameCodeAt(FaultingInstruction(context))) {
+      WriteSignal(signal);
+      WriteHook(*slot);
+    }
+  }
   // Hand the signal to whoever had it before (the default action, or a sanitizer's reporter). A
   // fault raised by the kernel happens again when this handler returns; one sent by a process
   // or by abort() is raised again here.
@@ -264,6 +342,13 @@ void CrashJournal::Close() {
 
 CrashJournal::~CrashJournal() {
   Close();
+  // Code ranges noted for this journal's slots (an abandoned plugin's are never released).
+  const auto* first = Slots(static_cast<Header*>(map_));
+  for (CodeRange& range : g_code) {
+    Slot* slot = range.slot.load(std::memory_order_acquire);
+    if (slot >= first && slot < first + kSlots)
+      range.slot.compare_exchange_strong(slot, nullptr, std::memory_order_acq_rel);
+  }
   for (auto& journal : g_journals) {
     Header* expected = static_cast<Header*>(map_);
     journal.compare_exchange_strong(expected, nullptr);
@@ -291,7 +376,51 @@ CrashJournal::Slot* CrashJournal::Claim(const std::string& plugin, const std::st
 }
 
 void CrashJournal::Release(Slot* slot) {
-  if (slot != nullptr) slot->state.store(kFree, std::memory_order_release);
+  if (slot == nullptr) return;
+  for (CodeRange& range : g_code) {
+    Slot* expected = slot;
+    range.slot.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+  }
+  slot->state.store(kFree, std::memory_order_release);
+}
+
+void CrashJournal::NoteCode(Slot* slot) {
+  if (slot == nullptr) return;
+  // The loaded object whose file is the slot's library: the span of its loadable segments.
+  struct Search {
+    const Slot* slot;
+    uintptr_t begin = 0, end = 0;
+  } search{slot};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
+        struct stat file {};
+        if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0' ||
+            ::stat(info->dlpi_name, &file) != 0 || file.st_dev != s->slot->device ||
+            file.st_ino != s->slot->inode) {
+          return 0;
+        }
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_LOAD) continue;
+          const uintptr_t begin = info->dlpi_addr + segment.p_vaddr;
+          const uintptr_t end = begin + segment.p_memsz;
+          s->begin = s->begin == 0 ? begin : std::min(s->begin, begin);
+          s->end = std::max(s->end, end);
+        }
+        return 1;
+      },
+      &search);
+  if (search.begin == 0) return;
+  for (CodeRange& range : g_code) {
+    Slot* expected = nullptr;  // claim the entry first, so no other caller writes its range
+    if (!range.slot.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel))
+      continue;
+    range.begin.store(search.begin, std::memory_order_relaxed);
+    range.end.store(search.end, std::memory_order_relaxed);
+    range.slot.store(slot, std::memory_order_release);
+    return;
+  }
 }
 
 void CrashJournal::Enter(Slot* slot, Hook hook) {
@@ -350,7 +479,13 @@ std::vector<CrashRecord> CrashJournal::Collect(const std::filesystem::path& dir,
         record.attributed = state == kCrashed;
         record.plugin.assign(s.plugin, strnlen(s.plugin, sizeof s.plugin));
         record.library.assign(s.library, strnlen(s.library, sizeof s.library));
-        record.hook = std::string(HookName(static_cast<Hook>(s.hook)));
+        if (s.hook == kOwnThread) {
+          record.hook = "thread";
+          record.during = "on a thread it started (outside any hook)";
+        } else {
+          record.hook = std::string(HookName(static_cast<Hook>(s.hook)));
+          record.during = "during its " + record.hook + " hook";
+        }
         record.library_identity = {s.device, s.inode, s.size, s.mtime_ns};
         record.pid = header->pid;
         record.entered_unix_ns = s.entered_unix_ns;

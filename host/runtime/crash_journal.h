@@ -29,7 +29,8 @@ namespace gpustack::runtime {
 // What a dead process's journal says was running.
 struct CrashRecord {
   std::string plugin;
-  std::string hook;
+  std::string hook;    // "discover"; "thread" for a thread the plugin started itself
+  std::string during;  // "during its discover hook", "on a thread it started (outside any hook)"
   std::string library;
   FileIdentity library_identity;
   int64_t pid = 0;
@@ -59,6 +60,10 @@ class CrashJournal {
   // A slot for one call site of `plugin`; nullptr when all are taken (calls then go unrecorded).
   Slot* Claim(const std::string& plugin, const std::string& library, const FileIdentity& identity);
   void Release(Slot* slot);  // the call site is gone
+  // Records where the slot's plugin library is mapped, so that a fault on a thread the plugin
+  // started itself (outside any hook) is still attributed to it by the faulting instruction's
+  // address. Released with the slot.
+  void NoteCode(Slot* slot);
   void Enter(Slot* slot, Hook hook);
   void Leave(Slot* slot);
   // The call in the slot was abandoned as hung: neither a crash nor an exit() from a plugin.

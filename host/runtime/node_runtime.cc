@@ -64,7 +64,7 @@ bool NodeReport::ok() const {
     if (p.state == PluginState::kRefused || (p.enabled && p.state != PluginState::kRunning)) {
       return false;
     }
-    if (p.discovery_error) return false;
+    if (p.discovery_error || !p.faults.empty()) return false;
   }
   return spec.ok();
 }
@@ -133,13 +133,12 @@ void NodeRuntime::RecoverCrashes() {
       continue;
     }
     Logger("runtime")->error(
-        "plugin {} crashed the device manager (pid {}) during its {} hook; "
-        "quarantined until {} changes",
-        crash.plugin, crash.pid, crash.hook, crash.library);
-    quarantine_->Put({crash.plugin, crash.library, crash.library_identity, crash.hook,
-                      "it crashed the device manager (pid " + std::to_string(crash.pid) +
-                          ") during its " + crash.hook + " hook",
-                      Rfc3339(crash.entered_unix_ns)});
+        "plugin {} crashed the device manager (pid {}) {}; quarantined until {} changes",
+        crash.plugin, crash.pid, crash.during, crash.library);
+    quarantine_->Put(
+        {crash.plugin, crash.library, crash.library_identity, crash.hook,
+         "it crashed the device manager (pid " + std::to_string(crash.pid) + ") " + crash.during,
+         Rfc3339(crash.entered_unix_ns)});
     changed = true;
   }
   for (const std::string& note : notes) report_.problems.push_back({note, false});
@@ -221,9 +220,14 @@ void NodeRuntime::Start(std::vector<PluginCandidate> candidates) {
         const PluginStatus& other = p == &a ? b : a;
         p->enabled = false;
         p->state = PluginState::kRefused;
-        p->error = Error{"plugins " + a.name + " and " + b.name + " both claim PCI vendor " +
-                             VendorList(shared) + "; keep one (--enable " + other.name + "=off)",
-                         Code::kFailedPrecondition};
+        // Neither runs: which of two drivers a card needs is the administrator's call.
+        p->error =
+            Error{"plugins " + a.name + " and " + b.name + " both claim PCI vendor " +
+                      VendorList(shared) + ", so neither runs; keep one by turning " + other.name +
+                      " off on this node: the node label " + std::string(kPluginLabelPrefix) +
+                      other.name + "=off, the chart's plugins.nodes.<node>." + other.name +
+                      ": \"off\", or --enable " + other.name + "=off",
+                  Code::kFailedPrecondition};
       }
     }
   }
@@ -299,12 +303,12 @@ Status NodeRuntime::StartOne(const PluginCandidate& candidate, PluginStatus& sta
   return Ok{};
 }
 
-std::vector<std::string> NodeRuntime::CheckAgainstInventory(
-    const PluginStatus& status, const std::vector<sdk::AcceleratorGroup>& groups,
-    bool* refuse) const {
-  std::vector<std::string> warnings;
+void NodeRuntime::CheckAgainstInventory(PluginStatus& status,
+                                        const std::vector<sdk::AcceleratorGroup>& groups,
+                                        bool* refuse) const {
+  std::vector<std::string>& warnings = status.warnings;
   *refuse = false;
-  if (!status.identity) return warnings;
+  if (!status.identity) return;
   const std::vector<uint16_t>& ids = status.identity->pci_vendor_ids;
   size_t functions = 0;
   for (const pci::PciDevice& d : report_.pci_devices) {
@@ -319,7 +323,7 @@ std::vector<std::string> NodeRuntime::CheckAgainstInventory(
     // answering for hardware this node does not have. Forced on: the administrator's call.
     *refuse = !ForcedOn(options_.config, status.name);
     warnings.push_back(*refuse ? what : what + " (kept: the plugin is forced on)");
-    return warnings;
+    return;
   }
   // Fewer: a card the library could not read (or one without a driver) is named by its PCI
   // address, so one bad card shows up instead of vanishing. Only display and processing-
@@ -329,23 +333,30 @@ std::vector<std::string> NodeRuntime::CheckAgainstInventory(
     for (const sdk::Accelerator& c : g.accelerators) reported.insert(c.pci_bus_id);
   }
   std::string missing;
-  size_t count = 0;
+  size_t count = 0, accelerators = 0;
   for (const pci::PciDevice& d : report_.pci_devices) {
     const uint32_t base_class = d.class_code >> 16;
     if (std::find(ids.begin(), ids.end(), d.vendor_id) == ids.end() ||
-        (base_class != 0x03 && base_class != 0x12) || reported.count(d.bus_id) > 0) {
+        (base_class != 0x03 && base_class != 0x12)) {
       continue;
     }
+    ++accelerators;
+    if (reported.count(d.bus_id) > 0) continue;
     ++count;
     missing += (missing.empty() ? "" : ", ") + d.bus_id;
   }
-  if (count > 0 && !reported.count("")) {
-    warnings.push_back(std::to_string(count) +
-                       " accelerator(s) in the PCI inventory have no card "
-                       "in " +
-                       status.name + "'s report (unreadable, or no driver bound): " + missing);
+  if (count == 0 || reported.count("") > 0) return;
+  const std::string what = std::to_string(count) +
+                           " accelerator(s) in the PCI inventory have no card in " + status.name +
+                           "'s report (unreadable, or no driver bound): " + missing;
+  if (cards == 0 && count == accelerators) {
+    status.faults.push_back("none of " + status.name + "'s " + std::to_string(count) +
+                            " accelerator(s) could be read (every card lost, or no driver "
+                            "bound): " +
+                            missing);
+  } else {
+    warnings.push_back(what);
   }
-  return warnings;
 }
 
 void NodeRuntime::Discover() {
@@ -370,9 +381,10 @@ void NodeRuntime::Discover() {
       status.error = Error{pass.backend->hung_reason(), Code::kDeadlineExceeded};
     }
     status.warnings.clear();
+    status.faults.clear();
     if (pass.result) {
       bool refuse = false;
-      status.warnings = CheckAgainstInventory(status, *pass.result, &refuse);
+      CheckAgainstInventory(status, *pass.result, &refuse);
       if (refuse) {
         pass.result = Error{status.name + ": discovery refused: " + status.warnings.back(),
                             Code::kFailedPrecondition};

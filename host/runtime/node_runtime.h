@@ -75,6 +75,9 @@ struct PluginStatus {
   std::vector<sdk::AcceleratorGroup> groups;  // what is published: the last good pass
   bool stale = false;                         // published groups are from an earlier pass
   std::vector<std::string> warnings;
+  // Published as they are, but wrong: none of the plugin's accelerators could be read (every
+  // card lost, or no driver bound). The node then offers none of them, and ok() says so.
+  std::vector<std::string> faults;
 };
 
 struct NodeReport {
@@ -87,7 +90,8 @@ struct NodeReport {
   std::string crash_journal;  // the journal's path, or why crashes are not recorded
 
   // False when something asked for is not working: a fatal problem, an enabled plugin that is not
-  // running, a discovery that failed, or a spec that could not be formed.
+  // running, a discovery that failed, a plugin none of whose cards could be read, or a spec that
+  // could not be formed.
   bool ok() const;
 };
 
@@ -158,9 +162,9 @@ class NodeRuntime {
   Status StartOne(const PluginCandidate& candidate, PluginStatus& status);
   void RecoverCrashes();
   void RebuildSpecLocked();  // from the last-good entries; mutex_ held
-  std::vector<std::string> CheckAgainstInventory(const PluginStatus& status,
-                                                 const std::vector<sdk::AcceleratorGroup>& groups,
-                                                 bool* refuse) const;
+  // Warnings (and faults) from comparing a plugin's report with the PCI inventory.
+  void CheckAgainstInventory(PluginStatus& status, const std::vector<sdk::AcceleratorGroup>& groups,
+                             bool* refuse) const;
 
   RuntimeOptions options_;
   std::shared_ptr<PluginSource> source_;  // shared with a load that may hang

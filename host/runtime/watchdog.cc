@@ -16,6 +16,9 @@ namespace gpustack::runtime {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_abandoned{0};
+
+void NoteAbandoned() { g_abandoned.fetch_add(1, std::memory_order_acq_rel); }
 
 using Clock = std::chrono::steady_clock;
 
@@ -54,6 +57,7 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 void RequestStop() { g_stop.store(true, std::memory_order_release); }
 bool StopRequested() { return g_stop.load(std::memory_order_acquire); }
+int AbandonedThreads() { return g_abandoned.load(std::memory_order_acquire); }
 
 struct GuardedBackend::Lane {
   // Shared with the lane's thread, which outlives the backend when a call hangs.
@@ -126,6 +130,7 @@ GuardedBackend::GuardedBackend(std::unique_ptr<PluginBackend> inner, WatchdogOpt
   };
   calls_ = std::make_unique<Lane>(claim());
   polls_ = std::make_unique<Lane>(claim());
+  if (journal != nullptr) journal->NoteCode(calls_->slot);  // its own threads' faults, too
 }
 
 GuardedBackend::~GuardedBackend() {
@@ -139,7 +144,10 @@ GuardedBackend::~GuardedBackend() {
         lane->state->stop = true;  // the thread ends once its call returns, if it ever does
       }
       lane->state->wake.notify_all();
-      if (lane->thread.joinable()) lane->thread.detach();
+      if (lane->thread.joinable()) {
+        lane->thread.detach();
+        NoteAbandoned();
+      }
     }
     return;
   }
@@ -274,6 +282,7 @@ Result<std::unique_ptr<PluginBackend>> GuardedLoad(
   }
   lock.unlock();
   thread.detach();  // it owns what it touches; the slot stays claimed
+  NoteAbandoned();
   if (StopRequested()) return Error{plugin + ": load interrupted: stopping", Code::kCancelled};
   *hung = true;
   if (options.journal != nullptr) options.journal->MarkHung(slot);

@@ -25,6 +25,12 @@ namespace gpustack::runtime {
 void RequestStop();
 bool StopRequested();
 
+// Process-wide: how many threads were left inside a plugin (a hung hook or load, or one given up
+// for a stop). A process with any must end with std::_Exit once its output is flushed: exit()
+// would run static destructors and the dynamic loader's finalizers, which wait for the loader
+// lock a hanging library constructor holds, so the process would never end.
+int AbandonedThreads();
+
 struct WatchdogOptions {
   std::chrono::milliseconds deadline{30'000};  // per call; a health poll adds its own timeout
   // Where calls are recorded; none when null. Shared: an abandoned call may still record its end.

@@ -12,12 +12,19 @@
  *                       the claim is dropped)
  *   FAKE_CONFIGURABLE   behaviour chosen at run time through config_get:
  *                         discover_status=<n>  discover returns status n with a message
- *                         discover_emit=small_group|null_string|bad_health|one_card  emits it
+ *                         discover_emit=small_group|null_string|bad_health|one_card|flood  emits it
+ *                           (flood: two million groups, ignoring every refusal)
  *                         log=<text>           logs <text> at INFO during init
  *                         misbehave=crash|abort|exit|hang  does that inside discover, as a
- *                           plugin with a bug (or a vendor library) would */
+ *                           plugin with a bug (or a vendor library) would
+ *                         misbehave=close_stdout  closes the process's stdout inside discover
+ *                         misbehave=thread_crash  starts a thread that faults in the plugin's own
+ *                           code a second later, after discover has returned
+ *                       and, from the environment (before any config exists):
+ *                         FAKE_HANG_IN_CONSTRUCTOR=1  the library's constructor never returns */
 #include "fake_common.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -45,6 +52,16 @@ __attribute__((constructor)) static void fake_mark_loaded(void) {
   if (marker != NULL) {
     FILE* f = fopen(marker, "w");
     if (f != NULL) fclose(f);
+  }
+}
+#endif
+
+#ifdef FAKE_CONFIGURABLE
+/* A vendor library whose initialiser waits for a device that never answers. */
+__attribute__((constructor)) static void fake_maybe_hang_loading(void) {
+  const char* hang = getenv("FAKE_HANG_IN_CONSTRUCTOR");
+  if (hang != NULL && hang[0] == '1') {
+    for (;;) pause();
   }
 }
 #endif
@@ -123,6 +140,17 @@ struct future_group {
 };
 #endif
 
+#ifdef FAKE_CONFIGURABLE
+/* A plugin's own worker thread with a bug. A trap instruction faults at an address inside the
+ * plugin in every build (a sanitizer would intercept a null store first). */
+static void* fake_crash_later(void* unused) {
+  (void)unused;
+  sleep(1);
+  __builtin_trap();
+  return NULL;
+}
+#endif
+
 static gpustack_status fake_discover(gpustack_plugin_instance* instance,
                                      const gpustack_discover_args* args) {
   if (args == NULL || args->struct_size < GPUSTACK_DISCOVER_ARGS_STRUCT_SIZE_V1_0 ||
@@ -146,6 +174,11 @@ static gpustack_status fake_discover(gpustack_plugin_instance* instance,
       if (fake_str_eq(value, "exit")) exit(0);
       if (fake_str_eq(value, "hang")) {
         for (;;) pause();
+      }
+      if (fake_str_eq(value, "close_stdout")) close(STDOUT_FILENO);
+      if (fake_str_eq(value, "thread_crash")) {
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, fake_crash_later, NULL) == 0) pthread_detach(thread);
       }
     }
     if (fake_config(instance, "discover_status", &value)) {
@@ -176,6 +209,11 @@ static gpustack_status fake_discover(gpustack_plugin_instance* instance,
       if (fake_str_eq(value, "null_string")) a.id.data = NULL;
       if (fake_str_eq(value, "bad_health")) a.health = 77;
       a.memory_mib = 1024;
+      if (fake_str_eq(value, "flood")) {
+        /* Two million groups, every refusal ignored: the host must refuse at its bound. */
+        for (int i = 0; i < 2000000; ++i) (void)args->sink->add_group(args->sink->host_data, &g);
+        return GPUSTACK_STATUS_OK;
+      }
       return args->sink->add_group(args->sink->host_data, &g);
     }
   }

@@ -223,6 +223,26 @@ TEST(DetectFailures, ACardThatCannotBeReadIsNamedByItsPciAddress) {
   EXPECT_TRUE(warned) << run.report.dump(1);
 }
 
+TEST(DetectFailures, EveryCardLostIsAnErrorNotAWarning) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/nvidia-t4x4.json");
+  json scenario = json::parse(in);
+  for (json& card : scenario["nvml"]["devices"]) card["lost"] = true;
+  const std::string fixture = ::testing::TempDir() + "/t4x4-all-lost.json";
+  std::ofstream(fixture) << scenario.dump();
+  const CliRun run = Detect("nvidia-t4x4", "GPUSTACK_FAKE_FIXTURE='" + fixture + "' ");
+  EXPECT_EQ(run.exit_code, 1) << "a node whose every card is lost is not working";
+  EXPECT_TRUE(run.report["devices"]["spec"]["groups"].empty()) << run.report.dump(1);
+  bool faulted = false;
+  for (const json& p : run.report["plugins"]) {
+    if (p["name"] != "nvidia") continue;
+    ASSERT_TRUE(p.contains("faults")) << p.dump(1);
+    faulted = p["faults"][0].get<std::string>().find(
+                  "none of nvidia's 4 accelerator(s) could "
+                  "be read") != std::string::npos;
+  }
+  EXPECT_TRUE(faulted) << run.report.dump(1);
+}
+
 TEST(DetectOutput, TextEscapesControlCharactersFromTheDriver) {
   std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/nvidia-a10g.json");
   json scenario = json::parse(in);
@@ -265,7 +285,7 @@ TEST(DetectOutput, YamlIsTheDefault) {
 
 // `device-manager monitor`, one JSON line per round.
 std::vector<json> Monitor(const std::string& node, const std::string& fixture,
-                          const std::string& flags) {
+                          const std::string& flags, int* exit_code = nullptr) {
   const std::string trees = std::string(GPUSTACK_NODE_TREES_DIR) + "/" + node;
   const std::string command = "GPUSTACK_FAKE_FIXTURE='" + fixture + "' " + FakeLibraries() + "'" +
                               GPUSTACK_BINARY + "' device-manager monitor -o json --sysfs-root '" +
@@ -276,8 +296,29 @@ std::vector<json> Monitor(const std::string& node, const std::string& fixture,
   std::array<char, 65536> line;
   while (std::fgets(line.data(), line.size(), pipe) != nullptr)
     rounds.push_back(json::parse(line.data()));
-  ::pclose(pipe);
+  const int status = ::pclose(pipe);
+  if (exit_code != nullptr) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return rounds;
+}
+
+TEST(MonitorCli, MemoryUsedAboveTheTotalIsLeftUnmeasuredAndFails) {
+  std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/nvidia-t4x4.json");
+  json scenario = json::parse(in);
+  scenario["nvml"]["devices"][1]["used_mib"] = 163840;  // of 15360
+  const std::string fixture = ::testing::TempDir() + "/monitor-overused.json";
+  std::ofstream(fixture) << scenario.dump();
+  int exit_code = -1;
+  const auto rounds = Monitor("nvidia-t4x4", fixture, "", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  ASSERT_EQ(rounds.size(), 1u);
+  const json& cards = rounds[0]["accelerators"];
+  ASSERT_EQ(cards.size(), 4u);
+  EXPECT_FALSE(cards[1].contains("memoryUsage")) << cards[1].dump();
+  EXPECT_EQ(cards[2]["memoryUsage"], 500.0);
+  ASSERT_TRUE(rounds[0].contains("warnings")) << rounds[0].dump();
+  EXPECT_NE(rounds[0]["warnings"][0].get<std::string>().find("is more than the total"),
+            std::string::npos)
+      << rounds[0].dump();
 }
 
 TEST(MonitorCli, SamplesEveryCardWithProcesses) {

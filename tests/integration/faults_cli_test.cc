@@ -120,6 +120,28 @@ TEST_F(Faults, ACrashingPluginIsNamedThenQuarantinedUntilItsFileChanges) {
   EXPECT_EQ((*FindPlugin(after, "configurable"))["state"], "running");
 }
 
+TEST_F(Faults, ACrashOnAThreadThePluginStartedIsNamedByItsCodeAndQuarantined) {
+  Misbehave("thread_crash");
+  // discover returns at once; the plugin's own thread faults a second later, during the rounds.
+  const Outcome crashed = Shell(std::string("exec ") + GPUSTACK_BINARY +
+                                    " device-manager monitor " + Flags() + " -i 0.1 -c 50",
+                                scratch_);
+  EXPECT_EQ(crashed.status, 128 + SIGILL) << crashed.err;
+  EXPECT_NE(crashed.err.find("fatal signal 4 (SIGILL) in plugin configurable on a thread it "
+                             "started (outside any hook)"),
+            std::string::npos)
+      << crashed.err;
+  Misbehave("");
+  const Outcome next = Detect();
+  const json report = json::parse(next.out);
+  const json* plugin = FindPlugin(report, "configurable");
+  ASSERT_NE(plugin, nullptr) << next.out;
+  EXPECT_EQ((*plugin)["state"], "quarantined");
+  EXPECT_NE((*plugin)["error"]["message"].get<std::string>().find("on a thread it started"),
+            std::string::npos)
+      << plugin->dump();
+}
+
 TEST_F(Faults, AHungPluginIsMarkedHungAndTheCommandStillReturns) {
   Misbehave("hang");
   const Outcome run = Detect("--hook-timeout 0.5");
@@ -139,6 +161,52 @@ TEST_F(Faults, SigtermDuringAHungHookEndsTheCommand) {
                 " --hook-timeout 3600 & pid=$!; sleep 1; kill -TERM $pid; wait $pid",
             scratch_);
   EXPECT_EQ(run.status, 128 + SIGTERM) << run.err;
+}
+
+TEST_F(Faults, ALibraryConstructorThatHangsEndsAtTheDeadlineAndOnSigterm) {
+  Misbehave("");
+  // Loading never finishes: the command reports the plugin hung at the deadline, then ends (the
+  // loader lock the constructor holds would keep exit() waiting forever).
+  const Outcome run = Shell("FAKE_HANG_IN_CONSTRUCTOR=1 exec " + std::string(GPUSTACK_BINARY) +
+                                " device-manager detect -o json " + Flags() + " --hook-timeout 0.5",
+                            scratch_);
+  EXPECT_EQ(run.status, 1) << run.err;
+  const json report = json::parse(run.out);
+  const json* plugin = FindPlugin(report, "configurable");
+  ASSERT_NE(plugin, nullptr) << run.out;
+  EXPECT_EQ((*plugin)["state"], "hung");
+  EXPECT_NE(run.err.find("loading did not finish"), std::string::npos) << run.err;
+  // With an hour's deadline, SIGTERM ends it.
+  const Outcome stopped =
+      Shell("FAKE_HANG_IN_CONSTRUCTOR=1 " + std::string(GPUSTACK_BINARY) +
+                " device-manager detect -o json " + Flags() +
+                " --hook-timeout 3600 & pid=$!; sleep 1; kill -TERM $pid; wait $pid",
+            scratch_);
+  EXPECT_EQ(stopped.status, 128 + SIGTERM) << stopped.err;
+}
+
+TEST_F(Faults, AReportThatCannotBeWrittenIsAnError) {
+  Misbehave("close_stdout");
+  const Outcome run = Detect();
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_NE(run.err.find("cannot write the output to stdout"), std::string::npos) << run.err;
+}
+
+TEST_F(Faults, AHookHandingBackMoreThanItsBoundIsRefusedAtTheBound) {
+  json config = {
+      {"plugins",
+       {{"configurable", {{"enable", "on"}, {"config", {{"discover_emit", "flood"}}}}}}}};
+  std::ofstream(scratch_ / "node.json") << config.dump();
+  const Outcome run = Detect();
+  EXPECT_EQ(run.status, 1) << run.err;
+  const json report = json::parse(run.out);
+  const json* plugin = FindPlugin(report, "configurable");
+  ASSERT_NE(plugin, nullptr) << run.out;
+  EXPECT_EQ((*plugin)["discovery"]["status"], "INTERNAL") << plugin->dump();
+  EXPECT_NE(run.err.find("discover reported invalid output: more than 65536 values in one call"),
+            std::string::npos)
+      << run.err;
 }
 
 TEST_F(Faults, APluginThatExitsTheProcessIsNamed) {
@@ -182,6 +250,7 @@ TEST_F(Faults, BadFlagsAndValuesExitTwo) {
   const std::string binary = std::string("exec ") + GPUSTACK_BINARY + " device-manager ";
   for (const std::string& args :
        {std::string("monitor -i nan"), std::string("monitor -i inf"), std::string("monitor -i -1"),
+        std::string("monitor -i 1e-9"), std::string("monitor -i 0.005"),
         std::string("monitor -c -3"), std::string("detect --hook-timeout 0"),
         std::string("detect --bogus"), std::string("detect -o xml"),
         std::string("detect --node-config /nonexistent.json")}) {

@@ -79,8 +79,14 @@ TEST(NodeRuntime, AFailedPassKeepsTheLastGoodCardsAndSaysSo) {
   acme->groups.clear();  // a clean pass that finds nothing removes them
   runtime->Discover();
   report = runtime->Report();
-  EXPECT_TRUE(report.ok());
   EXPECT_TRUE(report.spec->groups.empty());
+  // ... but with both of its PCI devices still there, that is every card lost: not a working node.
+  EXPECT_FALSE(report.ok());
+  ASSERT_EQ(StatusOf(report, "acme").faults.size(), 1u);
+  EXPECT_NE(
+      StatusOf(report, "acme").faults[0].find("none of acme's 2 accelerator(s) could be read"),
+      std::string::npos)
+      << StatusOf(report, "acme").faults[0];
 }
 
 TEST(NodeRuntime, MoreCardsThanPciDevicesIsRefusedUnlessForcedOn) {

@@ -29,10 +29,16 @@ constexpr int32_t kMaxNumaNode = 1 << 16;
 constexpr double kMinCelsius = -60.0;  // what a sensor on a running card can read
 constexpr double kMaxCelsius = 200.0;
 constexpr double kMaxWatts = 10000.0;
+// What one hook call may hand back through its sink (documented in plugin.h, "Bounds"): a plugin
+// that reports two million groups is refused at the bound, not after the host has copied them.
+constexpr size_t kMaxStructsPerCall = 1 << 16;
+constexpr size_t kMaxBytesPerCall = size_t{16} << 20;
 
 struct Reader {
   std::string problem;
   std::vector<std::string> warnings;
+  size_t structs_read = 0;  // in this call, against kMaxStructsPerCall
+  size_t bytes_read = 0;    // of strings and arrays in this call, against kMaxBytesPerCall
 
   void Fail(const std::string& what) {
     if (problem.empty()) problem = what;
@@ -44,6 +50,12 @@ struct Reader {
     }
     if (s.size > kMaxString) {
       Fail(std::string(field) + " is implausibly long (" + std::to_string(s.size) + " bytes)");
+      return {};
+    }
+    bytes_read += s.size;
+    if (bytes_read > kMaxBytesPerCall) {
+      Fail("more than " + std::to_string(kMaxBytesPerCall >> 20) +
+           " MiB in one call (the most a hook may hand back)");
       return {};
     }
     std::string text(sdk::View(s));
@@ -63,10 +75,21 @@ struct Reader {
       Fail(std::string(field) + " has an implausible count " + std::to_string(count));
       return false;
     }
+    bytes_read += count * sizeof(T);  // copied too: counts against the call's bound
+    if (bytes_read > kMaxBytesPerCall) {
+      Fail("more than " + std::to_string(kMaxBytesPerCall >> 20) +
+           " MiB in one call (the most a hook may hand back)");
+      return false;
+    }
     return true;
   }
   template <class T>
   bool Struct(const T* src, size_t min_size, T* out, const char* what) {
+    if (++structs_read > kMaxStructsPerCall) {
+      Fail("more than " + std::to_string(kMaxStructsPerCall) +
+           " values in one call (the most a hook may hand back)");
+      return false;
+    }
     if (sdk::CopyPrefix(src, min_size, out)) return true;
     Fail(src == nullptr ? std::string(what) + " is NULL"
                         : std::string(what) + ".struct_size " + std::to_string(src->struct_size) +
@@ -232,6 +255,14 @@ struct Reader {
     out.timestamp_ns = s.timestamp_ns;
     out.memory_total_mib = Figure(s.memory_total_mib, 0, max_mib, card, "memory total (MiB)");
     out.memory_used_mib = Figure(s.memory_used_mib, 0, max_mib, card, "memory used (MiB)");
+    if (out.memory_used_mib && out.memory_total_mib &&
+        *out.memory_used_mib > *out.memory_total_mib) {
+      char text[96];
+      std::snprintf(text, sizeof text, "memory used %g MiB is more than the total %g MiB",
+                    *out.memory_used_mib, *out.memory_total_mib);
+      warnings.push_back(card + ": " + text + "; left unmeasured");
+      out.memory_used_mib = std::nullopt;
+    }
     out.memory_utilization_percent =
         Figure(s.memory_utilization_percent, 0, 100, card, "memory utilization (%)");
     out.cores_utilization_percent =
@@ -300,6 +331,8 @@ struct Collector {
   template <class C, T (Reader::*read)(const C*)>
   static gpustack_status Add(void* host_data, const C* value) noexcept {
     auto* self = static_cast<Collector*>(host_data);
+    // Refused already: a plugin that keeps calling gets the refusal, and the host copies nothing.
+    if (!self->reader.problem.empty()) return self->reader.Verdict();
     try {
       T item = (self->reader.*read)(value);
       if (self->reader.problem.empty()) self->items.push_back(std::move(item));

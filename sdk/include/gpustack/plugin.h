@@ -57,6 +57,12 @@
  *    sink receives is valid only during that sink call; the host copies what it keeps.
  *  - What the plugin returns outside a sink (the function table, identity strings) is static:
  *    valid while the library is loaded.
+ *  - Bounds: what one hook call may hand back through its sink is bounded, so a plugin (or a
+ *    vendor library) gone wrong cannot exhaust the host's memory. Per call: at most 65,536
+ *    structs in all (every group, accelerator, edit, partition, sample, process, event and
+ *    device node counts one) and 16 MiB of strings and arrays; per string 1 MiB, per array 65,536
+ *    entries. Past a bound the sink refuses the value (INVALID_ARGUMENT) and every later one, and
+ *    the call fails with "reported invalid output: more than ...", whatever the plugin returns.
  *  - gpustack_str, gpustack_placement and gpustack_measurement are frozen value types: they carry
  *    no struct_size and never change within a major version.
  *  - No memory is ever freed on the other side of the boundary. No C++ types or exceptions cross
@@ -320,7 +326,8 @@ typedef struct gpustack_plugin_identity {
   gpustack_str runtime_class;
   gpustack_runtime_flags runtime_flags; /* GPUSTACK_RUNTIME_*; 0 when runtime_class is empty */
   /* What to install when the management library is missing: "install the NVIDIA driver (it
-   * ships NVML)". */
+   * ships NVML)". Recommended, not required: empty, preflight says "install the driver" and the
+   * conformance suite warns (source written for 1.0 and rebuilt against 1.1+ still passes). */
   gpustack_str install_hint;
   /* Since 1.2: admission constraints. GPUSTACK_ADMIT_* bits; 0: none. */
   gpustack_admission_flags admission_flags;
