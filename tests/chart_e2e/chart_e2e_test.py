@@ -11,13 +11,14 @@ The tests run in order: each builds on the cluster the previous one left.
 """
 import json
 import os
-import subprocess
 import sys
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from testbed import DIR, helm, kubectl, run, wait  # noqa: E402
+
 REPO = os.environ["GPUSTACK_REPO"]
-DIR = os.environ["GPUSTACK_TESTBED_DIR"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
 CHART = os.path.join(REPO, "charts", "gpustack-operator")
 NS = "gpustack-system"
@@ -25,52 +26,8 @@ RELEASE = "gpustack-operator"
 NODE = "testbed-node"
 
 
-def env_file():
-    values = {}
-    with open(os.path.join(DIR, "env")) as f:
-        for line in f:
-            key, _, value = line.strip().partition("=")
-            values[key] = value.strip("'\"")
-    return values
-
-
-ENV = env_file()
-KUBECTL = os.path.join(ENV["KUBE_BIN"], "kubectl")
-HELM = os.path.join(ENV["HELM_BIN"], "helm")
-KUBECONFIG = os.path.join(DIR, "kubeconfig")
-
-
-def run(*args, stdin=None, check=True):
-    done = subprocess.run(list(args), input=stdin, capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done
-
-
-def kubectl(*args, **kw):
-    return run(KUBECTL, "--kubeconfig", KUBECONFIG, *args, **kw)
-
-
-def helm(*args, **kw):
-    return run(HELM, "--kubeconfig", KUBECONFIG, *args, **kw)
-
-
 def get(*args):
     return json.loads(kubectl("get", *args, "-o", "json").stdout)
-
-
-def wait(what, predicate, seconds=120):
-    deadline = time.time() + seconds
-    last = None
-    while time.time() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (AssertionError, KeyError, json.JSONDecodeError, IndexError) as e:
-            last = e
-        time.sleep(1)
-    raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
 
 
 def cards(node):

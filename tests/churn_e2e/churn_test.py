@@ -24,12 +24,14 @@ above it). `scripts/churn.sh` runs the longer benchmark mode on a local cluster 
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import testbed  # noqa: E402
+from testbed import DIR, HELM, KUBECONFIG, KUBECTL  # noqa: E402
+
 REPO = os.environ["GPUSTACK_REPO"]
-DIR = os.environ["GPUSTACK_TESTBED_DIR"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
 SECONDS = float(os.environ.get("CHURN_SECONDS", "150"))
 SEED = int(os.environ.get("CHURN_SEED", "1"))
@@ -47,21 +49,6 @@ CARD_CREDITS = 1_600_000
 # What the kubelet or gate 5 says when it turns a bound Pod away.
 REFUSAL_REASONS = ("UnexpectedAdmissionError", "NodeAffinity", "OutOfnvidia.com/gpu",
                    "OutOfnvidia.com/gpu.shared", "OutOfnvidia.com/gpu.sliced", "NodeSelector")
-
-
-def env_file():
-    values = {}
-    with open(os.path.join(DIR, "env")) as f:
-        for line in f:
-            key, _, value = line.strip().partition("=")
-            values[key] = value.strip("'\"")
-    return values
-
-
-ENV = env_file()
-KUBECTL = os.path.join(ENV["KUBE_BIN"], "kubectl")
-HELM = os.path.join(ENV["HELM_BIN"], "helm")
-KUBECONFIG = os.path.join(DIR, "kubeconfig")
 START = time.time()
 
 
@@ -69,13 +56,8 @@ def say(line):
     print(f"[{time.time() - START:7.1f}s] {line}", flush=True)
 
 
-def run(*args, stdin=None, check=True, timeout=120):
-    done = subprocess.run(list(args), input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n"
-                             f"{done.stderr}")
-    return done
+def run(*args, timeout=120, **kw):
+    return testbed.run(*args, timeout=timeout, **kw)
 
 
 def kubectl(*args, **kw):
@@ -91,17 +73,7 @@ def get(*args):
 
 
 def wait(what, predicate, seconds=180):
-    deadline = time.time() + seconds
-    last = None
-    while time.time() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (AssertionError, KeyError, TypeError, json.JSONDecodeError) as e:
-            last = e
-        time.sleep(1)
-    raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
+    return testbed.wait(what, predicate, seconds)
 
 
 def install():

@@ -1,0 +1,57 @@
+"""What the Python end-to-end tests share: the testbed's tools (from its env file) and helpers
+that run them. The testbed directory comes from GPUSTACK_TESTBED_DIR (scripts/testbed/testbed.sh)."""
+import json
+import os
+import subprocess
+import time
+
+DIR = os.environ["GPUSTACK_TESTBED_DIR"]
+
+
+def env_file():
+    values = {}
+    with open(os.path.join(DIR, "env")) as f:
+        for line in f:
+            key, _, value = line.strip().partition("=")
+            values[key] = value.strip("'\"")
+    return values
+
+
+ENV = env_file()
+KUBECTL = os.path.join(ENV["KUBE_BIN"], "kubectl")
+HELM = os.path.join(ENV["HELM_BIN"], "helm")
+KUBECONFIG = os.path.join(DIR, "kubeconfig")
+
+
+def run(*args, stdin=None, check=True, timeout=600):
+    """Runs a command; with `check`, a failure raises with its output. `timeout` keeps a command
+    that hangs from hanging the test."""
+    done = subprocess.run(list(args), input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n"
+                             f"{done.stderr}")
+    return done
+
+
+def kubectl(*args, **kw):
+    return run(KUBECTL, "--kubeconfig", KUBECONFIG, *args, **kw)
+
+
+def helm(*args, **kw):
+    return run(HELM, "--kubeconfig", KUBECONFIG, *args, **kw)
+
+
+def wait(what, predicate, seconds=120):
+    """predicate()'s first true value within `seconds`; a predicate that raises is tried again."""
+    deadline = time.time() + seconds
+    last = None
+    while time.time() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (AssertionError, KeyError, TypeError, IndexError, json.JSONDecodeError) as e:
+            last = e
+        time.sleep(1)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
