@@ -1215,28 +1215,37 @@ TEST_F(AdmissionE2e, GateThreeCountsTheCardsKueueCannotSee) {
 // docs/decisions.md D20: a Pod the node refused after gate 3 said Ready is replaced and queued
 // again, not left Failed. kwok runs no device manager, so the test writes the kubelet's verdict
 // itself, as the kubelet writes it (Failed, UnexpectedAdmissionError, no container started).
+// The kubelet's verdict on an admitted Pod `name`, written as the kubelet writes it.
+::testing::AssertionResult RefuseAtTheNode(kube::Client& client, const std::string& ns,
+                                           const std::string& name, const std::string& message) {
+  // kwok marks a bound Pod Running; the verdict written before that would be overwritten.
+  if (!WaitFor([&] {
+        auto got = client.Get(resources::Pods(), ns, name);
+        return got && (*got)["status"].value("phase", "") == "Running";
+      }))
+    return ::testing::AssertionFailure() << name << " never ran";
+  auto patched = client.Patch(resources::Pods(), ns, name, kube::PatchType::kMerge,
+                              {{"status",
+                                {{"phase", "Failed"},
+                                 {"reason", "UnexpectedAdmissionError"},
+                                 {"message", message},
+                                 {"conditions", nullptr},
+                                 {"containerStatuses", nullptr}}}},
+                              "status");
+  if (!patched) return ::testing::AssertionFailure() << patched.error();
+  return ::testing::AssertionSuccess();
+}
+
 TEST_F(AdmissionE2e, APodTheNodeRefusedIsReplacedAndQueuedAgain) {
   ASSERT_TRUE(
       Create("refused", kT4, Json::array({Container("main", {{"nvidia.com/gpu.shared", "2"}})})));
   Json pod;
   ASSERT_TRUE(Admitted("refused", &pod));
   const std::string node = pod["spec"]["nodeName"];
-  // kwok marks a bound Pod Running; the verdict written before that would be overwritten.
-  ASSERT_TRUE(WaitFor([&] {
-    auto got = client_->Get(resources::Pods(), ns_, "refused");
-    return got && (*got)["status"].value("phase", "") == "Running";
-  }));
   const std::string message =
       "Allocate failed due to 2 nvidia.com/gpu.shared slots must be on "
       "one card, the kubelet offered 2 cards";
-  ASSERT_TRUE(client_->Patch(resources::Pods(), ns_, "refused", kube::PatchType::kMerge,
-                             {{"status",
-                               {{"phase", "Failed"},
-                                {"reason", "UnexpectedAdmissionError"},
-                                {"message", message},
-                                {"conditions", nullptr},
-                                {"containerStatuses", nullptr}}}},
-                             "status"));
+  ASSERT_TRUE(RefuseAtTheNode(*client_, ns_, "refused", message));
   // The worker says when (an Event on the refused Pod), then replaces it: the same request,
   // admitted afresh (a new Workload, pinned and counted again by gate 3), the failed Pod gone.
   Json replacement;
@@ -1262,6 +1271,33 @@ TEST_F(AdmissionE2e, APodTheNodeRefusedIsReplacedAndQueuedAgain) {
   EXPECT_NE(events->items[0].value("message", "").find("refused by node " + node),
             std::string::npos);
   EXPECT_EQ(OverCommit(*client_, {ns_}), "");
+}
+
+// A Pod of the replacement's name that does not replace this one (the user's own) is never
+// mistaken for it: the refused Pod stays, Failed, and an Event says why.
+TEST_F(AdmissionE2e, ARefusedPodIsNotDeletedWhenAnotherPodHoldsTheReplacementsName) {
+  ASSERT_TRUE(client_->Create(resources::Pods(),
+                              {{"apiVersion", "v1"},
+                               {"kind", "Pod"},
+                               {"metadata", {{"name", "taken-requeued-1"}, {"namespace", ns_}}},
+                               {"spec",  // held unscheduled: deleted at once at the end
+                                {{"schedulingGates", {{{"name", "test.gpustack.ai/hold"}}}},
+                                 {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}}));
+  ASSERT_TRUE(
+      Create("taken", kT4, Json::array({Container("main", {{"nvidia.com/gpu.shared", "1"}})})));
+  ASSERT_TRUE(Admitted("taken"));
+  ASSERT_TRUE(RefuseAtTheNode(*client_, ns_, "taken", "Allocate failed"));
+  EXPECT_TRUE(WaitFor([&] {
+    auto events = client_->List(resources::Events(), ns_,
+                                {.field_selector = "involvedObject.name=taken,reason=NotRequeued"});
+    return events && !events->items.empty() &&
+           events->items[0].value("message", "").find("already exists and does not replace") !=
+               std::string::npos;
+  }));
+  auto kept = client_->Get(resources::Pods(), ns_, "taken");
+  ASSERT_TRUE(kept) << "the refused Pod was deleted";
+  EXPECT_EQ((*kept)["status"].value("phase", ""), "Failed");
+  static_cast<void>(client_->Delete(resources::Pods(), ns_, "taken-requeued-1"));
 }
 
 TEST_F(AdmissionE2e, APartitionLandsOnlyWhereAPlacementIsFree) {
