@@ -1,6 +1,7 @@
 #include "host/https/certs.h"
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -138,6 +139,61 @@ Result<KeyPair> MintServing(X509* issuer, EVP_PKEY* issuer_key, const std::strin
 }
 
 }  // namespace
+
+Result<KeyPair> MakeClientCertificate(const KeyPair& ca, const std::string& common_name,
+                                      std::chrono::seconds validity) {
+  Cert issuer = ReadCert(ca.cert_pem);
+  Key issuer_key = ReadKey(ca.key_pem);
+  if (!issuer || !issuer_key) return Error{"the CA certificate or key is not readable"};
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return Error{"cannot make a key for the client certificate"};
+  Cert cert = NewCert(key.get(), common_name, validity);
+  if (!cert) return Error{"cannot make the client certificate"};
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(issuer.get()));
+  if (!AddExtension(cert.get(), issuer.get(), NID_basic_constraints, "critical,CA:FALSE") ||
+      !AddExtension(cert.get(), issuer.get(), NID_key_usage, "critical,digitalSignature") ||
+      !AddExtension(cert.get(), issuer.get(), NID_ext_key_usage, "clientAuth"))
+    return Error{"cannot mark the client certificate"};
+  if (X509_sign(cert.get(), issuer_key.get(), EVP_sha256()) == 0)
+    return Error{"cannot sign the client certificate"};
+  return PemPair(cert.get(), key.get());
+}
+
+Result<std::string> VerifyClientCertificate(const std::vector<std::string>& chain_pem,
+                                            const std::string& ca_bundle_pem) {
+  if (chain_pem.empty()) return Error{"no client certificate"};
+  Cert leaf = ReadCert(chain_pem.front());
+  if (!leaf) return Error{"the client certificate is not readable"};
+  Owned<X509_STORE, X509_STORE_free> store(X509_STORE_new());
+  Bio bundle(BIO_new_mem_buf(ca_bundle_pem.data(), static_cast<int>(ca_bundle_pem.size())));
+  int authorities = 0;
+  while (X509* ca = PEM_read_bio_X509(bundle.get(), nullptr, nullptr, nullptr)) {
+    X509_STORE_add_cert(store.get(), ca);
+    X509_free(ca);
+    ++authorities;
+  }
+  ERR_clear_error();  // the end of the bundle reads as an error
+  if (authorities == 0) return Error{"no client CA is configured"};
+  struct FreeStack {
+    void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
+  };
+  std::unique_ptr<STACK_OF(X509), FreeStack> intermediates(sk_X509_new_null());
+  for (size_t i = 1; i < chain_pem.size(); ++i) {
+    if (Cert c = ReadCert(chain_pem[i])) sk_X509_push(intermediates.get(), c.release());
+  }
+  Owned<X509_STORE_CTX, X509_STORE_CTX_free> ctx(X509_STORE_CTX_new());
+  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), intermediates.get()) != 1)
+    return Error{"cannot verify the client certificate"};
+  X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
+  if (X509_verify_cert(ctx.get()) != 1) {
+    return Error{std::string("the client certificate is not trusted: ") +
+                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))};
+  }
+  char name[256] = {};
+  X509_NAME_get_text_by_NID(X509_get_subject_name(leaf.get()), NID_commonName, name,
+                            sizeof name - 1);
+  return std::string(name);
+}
 
 Result<KeyPair> MakeServingCertificate(const KeyPair& ca, const std::string& common_name,
                                        const std::vector<std::string>& dns_names,

@@ -35,6 +35,17 @@ Result<KeyPair> MakeSelfSignedCertificate(const std::string& common_name,
                                           const std::vector<std::string>& ip_addresses,
                                           std::chrono::seconds validity);
 
+// A client certificate (extendedKeyUsage clientAuth) for `common_name`, signed by `ca` (tests
+// play an aggregating apiserver's front proxy with it).
+Result<KeyPair> MakeClientCertificate(const KeyPair& ca, const std::string& common_name,
+                                      std::chrono::seconds validity);
+
+// Verifies a client's chain (PEM, leaf first) against every CA certificate in `ca_bundle_pem`,
+// for client authentication, now. Returns the leaf's subject common name; the error says why
+// the chain is refused.
+Result<std::string> VerifyClientCertificate(const std::vector<std::string>& chain_pem,
+                                            const std::string& ca_bundle_pem);
+
 // tls.crt and tls.key of a mounted certificate directory (a Kubernetes TLS Secret, cert-manager's
 // included); the error names the file that could not be read.
 Result<KeyPair> ReadCertificateDir(const std::filesystem::path& dir);

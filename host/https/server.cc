@@ -8,10 +8,14 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -40,7 +44,81 @@ std::string Join(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string Pem(X509* certificate) {
+  std::string out;
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio && PEM_write_bio_X509(bio, certificate) == 1) {
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    out.assign(data, static_cast<size_t>(size));
+  }
+  BIO_free(bio);
+  return out;
+}
+
+// The client's chain, leaf first (OpenSSL keeps the leaf apart from the rest on a server).
+std::vector<std::string> PeerChain(SSL* ssl) {
+  std::vector<std::string> chain;
+  X509* leaf = SSL_get1_peer_certificate(ssl);
+  if (!leaf) return chain;
+  chain.push_back(Pem(leaf));
+  if (STACK_OF(X509)* rest = SSL_get_peer_cert_chain(ssl)) {
+    for (int i = 0; i < sk_X509_num(rest); ++i) {
+      X509* c = sk_X509_value(rest, i);
+      if (X509_cmp(c, leaf) != 0) chain.push_back(Pem(c));
+    }
+  }
+  X509_free(leaf);
+  return chain;
+}
+
+// Verification is the route's (it knows which authority it trusts): the handshake accepts any
+// client certificate, or none.
+int AcceptAnyClient(int, X509_STORE_CTX*) { return 1; }
+
 }  // namespace
+
+std::string Request::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers)
+    if (key == name) return value;
+  return {};
+}
+
+struct ChunkStream::Shared {
+  std::mutex mutex;
+  std::deque<std::string> chunks;
+  bool closed = false;  // by the producer
+  bool gone = false;    // the client went away, or the response ended
+  std::function<void()> wake;
+};
+
+ChunkStream::ChunkStream() : shared_(std::make_shared<Shared>()) {}
+
+void ChunkStream::Push(std::string chunk) {
+  std::function<void()> wake;
+  {
+    std::lock_guard lock(shared_->mutex);
+    if (shared_->gone || shared_->closed) return;
+    shared_->chunks.push_back(std::move(chunk));
+    wake = shared_->wake;
+  }
+  if (wake) wake();
+}
+
+void ChunkStream::Close() {
+  std::function<void()> wake;
+  {
+    std::lock_guard lock(shared_->mutex);
+    shared_->closed = true;
+    wake = shared_->wake;
+  }
+  if (wake) wake();
+}
+
+bool ChunkStream::Done() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->gone || shared_->closed;
+}
 
 const std::vector<double>& LatencyHistogram::Bounds() {
   static const std::vector<double> bounds = {0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075,
@@ -98,40 +176,119 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
     h.sum_seconds += seconds;
   }
 
-  Response Answer(const http::request<http::string_body>& request) {
+  // The route serving `path`: the exact one, else the longest prefix route above it.
+  const https::Route* RouteFor(const std::string& path) const {
+    if (auto exact = routes.find(path); exact != routes.end()) return &exact->second;
+    const https::Route* best = nullptr;
+    for (const auto& [key, route] : routes) {
+      if (!route.prefix || path.compare(0, key.size(), key) != 0) continue;
+      if (key.back() != '/' && path.size() > key.size() && path[key.size()] != '/') continue;
+      if (!best || key.size() > best->path.size()) best = &route;
+    }
+    return best;
+  }
+
+  Response Answer(const http::request<http::string_body>& request,
+                  const std::vector<std::string>& peer, std::string* route_path) {
     const std::string target(request.target());
     const size_t question = target.find('?');
     Request in{std::string(request.method_string()), target.substr(0, question),
                question == std::string::npos ? std::string() : target.substr(question + 1),
                request.body()};
     if (request.method() == http::verb::head) in.method = "GET";
-    auto route = routes.find(in.path);
-    if (route == routes.end()) return {404, ErrorBody("no such path: " + in.path)};
-    const std::vector<std::string>& methods = route->second.methods;
+    const https::Route* route = RouteFor(in.path);
+    if (!route) return {404, ErrorBody("no such path: " + in.path)};
+    *route_path = route->path;
+    const std::vector<std::string>& methods = route->methods;
     if (std::find(methods.begin(), methods.end(), in.method) == methods.end())
       return {405, ErrorBody("only " + Join(methods))};
+    for (const auto& field : request) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      in.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
+    in.peer_certificates = peer;
     if (!options.dump_dir.empty() && !in.body.empty()) Dump(in.path, in.body);
     try {
-      return route->second.handler(in);
+      return route->handler(in);
     } catch (const std::exception& e) {
       return {500, ErrorBody(std::string("internal error: ") + e.what())};
     }
   }
 
-  http::response<http::string_body> Respond(const http::request<http::string_body>& request) {
+  // The answer, and its stream when it is one. Counted under the route's path (a prefix route
+  // under its prefix, so that object names never become series).
+  std::pair<http::response<http::string_body>, std::shared_ptr<ChunkStream>> Respond(
+      const http::request<http::string_body>& request, const std::vector<std::string>& peer) {
     const auto started = Clock::now();
-    Response answer = Answer(request);
+    std::string route_path = kUnknownPath;
+    Response answer = Answer(request, peer, &route_path);
     http::response<http::string_body> response;
     response.version(request.version());
     response.keep_alive(request.keep_alive());
     response.result(static_cast<http::status>(answer.status));
     response.set(http::field::content_type, answer.content_type);
-    response.body() = std::move(answer.body);
-    response.prepare_payload();
+    for (const auto& [name, value] : answer.headers) response.set(name, value);
+    if (answer.stream) {
+      response.chunked(true);
+      response.keep_alive(false);  // a stream ends with its connection
+    } else {
+      response.body() = std::move(answer.body);
+      response.prepare_payload();
+    }
     if (request.method() == http::verb::head) response.body().clear();
-    const std::string target(request.target());
-    Record(target.substr(0, target.find('?')), answer.status, Clock::now() - started);
-    return response;
+    Record(route_path, answer.status, Clock::now() - started);
+    return {std::move(response), std::move(answer.stream)};
+  }
+
+  // Writes a stream's chunks as they come, until the producer closes it or the client goes.
+  asio::awaitable<void> Pump(beast::ssl_stream<beast::tcp_stream>& stream,
+                             http::response<http::string_body>& header,
+                             const std::shared_ptr<ChunkStream>& source) {
+    auto shared = source->shared();
+    auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
+    struct Gone {
+      std::shared_ptr<ChunkStream::Shared> shared;
+      ~Gone() {
+        std::lock_guard lock(shared->mutex);
+        shared->gone = true;
+        shared->wake = nullptr;
+      }
+    } gone{shared};
+    {
+      std::lock_guard lock(shared->mutex);
+      // The session runs on a strand: a wake posted there cannot slip between the check for
+      // chunks below and the wait that follows it.
+      shared->wake = [weak = std::weak_ptr<asio::steady_timer>(timer)] {
+        if (auto t = weak.lock()) asio::post(t->get_executor(), [t] { t->cancel(); });
+      };
+    }
+    http::response_serializer<http::string_body> serializer(header);
+    beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+    co_await http::async_write_header(stream, serializer, asio::use_awaitable);
+    for (;;) {
+      std::deque<std::string> ready;
+      bool closed = false;
+      {
+        std::lock_guard lock(shared->mutex);
+        ready.swap(shared->chunks);
+        closed = shared->closed;
+      }
+      for (const std::string& chunk : ready) {
+        if (chunk.empty()) continue;
+        beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+        co_await asio::async_write(stream, http::make_chunk(asio::buffer(chunk)),
+                                   asio::use_awaitable);
+      }
+      if (closed) break;
+      if (!ready.empty()) continue;
+      timer->expires_after(std::chrono::seconds(30));
+      beast::error_code ignored;
+      co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    }
+    beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+    co_await asio::async_write(stream, http::make_chunk_last(), asio::use_awaitable);
   }
 
   void Dump(const std::string& path, const std::string& body) {
@@ -162,6 +319,9 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
     try {
       beast::get_lowest_layer(stream).expires_after(options.request_timeout);
       co_await stream.async_handshake(asio::ssl::stream_base::server, asio::use_awaitable);
+      const std::vector<std::string> peer = options.request_client_certificate
+                                                ? PeerChain(stream.native_handle())
+                                                : std::vector<std::string>{};
       beast::flat_buffer buffer(16384);
       for (;;) {
         http::request_parser<http::string_body> parser;
@@ -189,7 +349,11 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
           break;
         }
         if (read_error) throw boost::system::system_error(read_error);
-        auto response = Respond(parser.get());
+        auto [response, streamed] = Respond(parser.get(), peer);
+        if (streamed) {
+          co_await Pump(stream, response, streamed);
+          break;
+        }
         const bool keep = response.keep_alive();
         co_await http::async_write(stream, response, asio::use_awaitable);
         if (!keep) break;
@@ -210,14 +374,17 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 
   asio::awaitable<void> Accept() {
     for (;;) {
-      tcp::socket socket = co_await acceptor->async_accept(asio::use_awaitable);
+      // One strand per connection: a stream's wake-ups are ordered with its own steps.
+      tcp::socket socket =
+          co_await acceptor->async_accept(asio::make_strand(io), asio::use_awaitable);
       if (connections.load() >= options.max_connections) {
         beast::error_code ignored;
         socket.close(ignored);
         continue;
       }
       ++connections;
-      asio::co_spawn(io, Session(std::move(socket)), asio::detached);
+      auto executor = socket.get_executor();
+      asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
     }
   }
 };
@@ -247,6 +414,8 @@ Status Server::SetCertificate(const KeyPair& pair) {
   if (ec) return Error{"the " + name + " key is not usable: " + ec.message()};
   if (SSL_CTX_check_private_key(tls->native_handle()) != 1)
     return Error{"the " + name + " key does not belong to its certificate"};
+  if (state_->options.request_client_certificate)
+    SSL_CTX_set_verify(tls->native_handle(), SSL_VERIFY_PEER, AcceptAnyClient);
   std::lock_guard lock(state_->mutex);
   state_->tls = std::move(tls);
   return Ok{};

@@ -26,12 +26,40 @@ struct Request {
   std::string path;    // the target without its query
   std::string query;   // after '?', as sent
   std::string body;
+  // Header fields as sent (names lower-cased); a repeated field appears once per value.
+  std::vector<std::pair<std::string, std::string>> headers{};
+  // The client's certificate chain (PEM, leaf first) when the server asks for one
+  // (ServerOptions::request_client_certificate) and the client sent it. Not verified here: the
+  // route knows which authority it trusts.
+  std::vector<std::string> peer_certificates{};
+
+  // The first value of a header field (`name` lower-case); empty when absent.
+  std::string Header(std::string_view name) const;
+};
+
+// A response body written as it is produced (a watch): chunks pushed from any thread reach the
+// client in order. The producer stops when Done() says the client went away or the stream closed.
+class ChunkStream {
+ public:
+  ChunkStream();
+  void Push(std::string chunk);
+  void Close();  // ends the response after what was pushed
+  bool Done() const;
+
+  struct Shared;
+  std::shared_ptr<Shared> shared() const { return shared_; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
 };
 
 struct Response {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers{};  // extra header fields
+  // When set, `body` is ignored and the response is chunked from this stream until it closes.
+  std::shared_ptr<ChunkStream> stream{};
 };
 
 // Runs on an I/O thread: it must not block for long. An exception becomes a 500.
@@ -41,6 +69,8 @@ struct Route {
   std::string path;
   std::vector<std::string> methods;  // the accepted ones; another gets 405
   Handler handler;
+  // Serves every path under `path` too (the longest such route wins; an exact route first).
+  bool prefix = false;
 };
 
 struct ServerOptions {
@@ -56,6 +86,9 @@ struct ServerOptions {
   // When set, every request body is also written here (the webhook fuzz corpus is seeded from
   // real apiserver requests this way).
   std::string dump_dir{};
+  // Ask clients for a certificate (an aggregating apiserver's front-proxy identity); a client
+  // without one is still served. Its chain reaches the handler in Request::peer_certificates.
+  bool request_client_certificate = false;
 };
 
 // Latency of the answers on one route, as a cumulative histogram (Prometheus buckets).

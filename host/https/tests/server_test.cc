@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <thread>
 
 namespace gpustack::https {
 namespace {
@@ -113,6 +114,75 @@ TEST(HealthRoutes, MetricsLivenessReadinessAndTheSnapshot) {
   ASSERT_TRUE(with.Start());
   url = "https://127.0.0.1:" + std::to_string(with.port());
   EXPECT_EQ(Curl(url + "/monitor/snapshot"), "{\"round\":1} 200");
+}
+
+// What an aggregated API needs of the server: prefix routes (the longest wins, an exact route
+// first), the request's header fields, the client's certificate chain (verified by the route,
+// not the handshake), and a response streamed as it is produced.
+TEST(Server, PrefixRoutesHeadersClientCertificatesAndStreams) {
+  auto ca = MakeCertificateAuthority("front-proxy-ca", std::chrono::hours(1));
+  ASSERT_TRUE(ca) << ca.error();
+  auto client = MakeClientCertificate(*ca, "front-proxy-client", std::chrono::hours(1));
+  ASSERT_TRUE(client) << client.error();
+  const std::string dir = ::testing::TempDir();
+  const std::string crt = dir + "/client.crt", key = dir + "/client.key";
+  FILE* out = std::fopen(crt.c_str(), "w");
+  std::fputs(client->cert_pem.c_str(), out);
+  std::fclose(out);
+  out = std::fopen(key.c_str(), "w");
+  std::fputs(client->key_pem.c_str(), out);
+  std::fclose(out);
+
+  auto stream = std::make_shared<ChunkStream>();
+  ServerOptions options{.address = "127.0.0.1", .threads = 2};
+  options.request_client_certificate = true;
+  auto who = [&](const Request& r) {
+    auto cn = VerifyClientCertificate(r.peer_certificates, ca->cert_pem);
+    return Response{200, r.path + " " + r.Header("x-remote-user") + " " +
+                             (cn ? *cn : "refused: " + cn.error())};
+  };
+  Server server(options, {{"/apis", {"GET"}, who, true},
+                          {"/apis/exact", {"GET"}, [](const Request&) {
+                             return Response{200, "exact"};
+                           }},
+                          {"/apis/watch", {"GET"}, [&](const Request&) {
+                             Response r;
+                             r.stream = stream;
+                             return r;
+                           }, false}});
+  ASSERT_TRUE(server.SetCertificate(Serving()));
+  ASSERT_TRUE(server.Start());
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(Curl("--cert " + crt + " --key " + key + " -H 'X-Remote-User: ada' " + url +
+                 "/apis/worker.gpustack.ai/v1"),
+            "/apis/worker.gpustack.ai/v1 ada front-proxy-client 200");
+  EXPECT_EQ(Curl(url + "/apis/x"), "/apis/x  refused: no client certificate 200");
+  // A certificate of another authority is presented, and refused by the route.
+  auto other = MakeCertificateAuthority("other", std::chrono::hours(1));
+  auto stranger = MakeClientCertificate(*other, "front-proxy-client", std::chrono::hours(1));
+  out = std::fopen(crt.c_str(), "w");
+  std::fputs(stranger->cert_pem.c_str(), out);
+  std::fclose(out);
+  out = std::fopen(key.c_str(), "w");
+  std::fputs(stranger->key_pem.c_str(), out);
+  std::fclose(out);
+  EXPECT_NE(Curl("--cert " + crt + " --key " + key + " " + url + "/apis/x")
+                .find("refused: the client certificate is not trusted"),
+            std::string::npos);
+  EXPECT_EQ(Curl(url + "/apis/exact"), "exact 200");
+  EXPECT_EQ(Curl(url + "/apisx"), "{\"error\":\"no such path: /apisx\"} 404");
+
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stream->Push("one\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stream->Push("two\n");
+    stream->Close();
+  });
+  EXPECT_EQ(Curl(url + "/apis/watch"), "one\ntwo\n 200");
+  producer.join();
+  EXPECT_TRUE(stream->Done());
+  server.Stop();
 }
 
 }  // namespace
