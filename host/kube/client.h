@@ -106,6 +106,12 @@ class Client {
                        std::string content_type = "application/json", bool retry = false,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+  // One exchange whose answer is passed on as it came, whatever its status (the aggregated API
+  // forwards writes to the storage this way). Not retried: a write may not be repeated blindly.
+  Result<HttpResponse> Send(const HttpRequest& request) {
+    return Exchange(request, /*retry=*/false, options_.timeout);
+  }
+
   // A GET whose answer is not JSON (a Pod's log, /metrics): the body as it came.
   Result<std::string> GetText(std::string target);
 

@@ -1,0 +1,92 @@
+// What one kind's v1 reads are served from: the objects in their served form, at a
+// resourceVersion, and the recent events, so that a list, a get and a watch from any recent
+// resourceVersion agree (k8s.io/apiserver's watch cache, small). An informer feeds it; a watch
+// from a version older than what is kept gets 410 Expired and the client lists again.
+// resourceVersions are etcd's revisions: compared as numbers here, opaque to clients.
+// Thread-safe; no I/O.
+#ifndef GPUSTACK_HOST_API_CACHE_H_
+#define GPUSTACK_HOST_API_CACHE_H_
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "host/common/result.h"
+
+namespace gpustack::api {
+
+using ObjectPtr = std::shared_ptr<const nlohmann::json>;
+
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
+  ObjectPtr object;
+  uint64_t resource_version = 0;
+};
+
+// One watcher: where its events go and which it wants (namespace, selectors).
+struct Watcher {
+  std::function<bool(const nlohmann::json& object)> wants;
+  // Gets each event in order; returns false when the watcher is gone.
+  std::function<bool(const WatchEvent&)> deliver;
+};
+
+class ServedCache {
+ public:
+  explicit ServedCache(size_t event_capacity = 1000) : capacity_(event_capacity) {}
+
+  // The informer's events (objects already in the served form).
+  void Upsert(ObjectPtr object);
+  void Remove(ObjectPtr final_state);
+  // The initial list is in: events before `list_version` cannot be replayed.
+  void MarkSynced(uint64_t list_version);
+  // The informer's newest resourceVersion (its bookmarks), which may pass the last event's.
+  void Advance(uint64_t resource_version);
+
+  struct Snapshot {
+    std::vector<ObjectPtr> objects;  // by key (namespace/name)
+    uint64_t resource_version = 0;
+  };
+  Snapshot List() const;
+  ObjectPtr Get(const std::string& key) const;
+  uint64_t resource_version() const;
+  bool synced() const;
+
+  // Starts a watch. From 0: every current object as ADDED first. From a version: the events
+  // after it. An Error (http_status 410, reason Expired) when it is older than what is kept.
+  // Returns the watcher's id (for Unwatch).
+  Result<uint64_t> Watch(uint64_t from, Watcher watcher);
+  void Unwatch(uint64_t id);
+  // A BOOKMARK at the current version to every watcher, on the caller's timer: a watcher sends it
+  // on when its client allows bookmarks, and says it is gone once its time is up.
+  void Bookmark();
+  size_t watchers() const;
+
+ private:
+  void AppendLocked(WatchEvent event);
+
+  size_t capacity_;
+  mutable std::mutex mutex_;
+  std::map<std::string, ObjectPtr> objects_;
+  std::deque<WatchEvent> events_;
+  uint64_t version_ = 0;  // the newest version this cache is at
+  uint64_t horizon_ = 0;  // events after this one are all in events_
+  bool synced_ = false;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Watcher> watchers_;
+};
+
+// metadata.resourceVersion as a number; 0 when absent or not a number.
+uint64_t VersionOf(const nlohmann::json& object);
+std::string KeyOf(const nlohmann::json& object);
+
+}  // namespace gpustack::api
+
+#endif  // GPUSTACK_HOST_API_CACHE_H_

@@ -1,0 +1,95 @@
+#include "host/api/kinds.h"
+
+#include "host/api/embedded_crds.h"
+#include "host/common/yaml.h"
+
+namespace gpustack::api {
+namespace {
+
+const std::string kServedApiVersion = std::string(kGroup) + "/" + kServedVersion;
+const std::string kStorageApiVersion = std::string(kGroup) + "/" + kStorageVersion;
+
+void RenameVersion(nlohmann::json& object, const std::string& from, const std::string& to) {
+  if (!object.is_object()) return;
+  auto api_version = object.find("apiVersion");
+  if (api_version != object.end() && *api_version == from) *api_version = to;
+  auto metadata = object.find("metadata");
+  if (metadata != object.end() && metadata->is_object()) {
+    auto managed = metadata->find("managedFields");
+    if (managed != metadata->end() && managed->is_array()) {
+      for (auto& entry : *managed) {
+        auto v = entry.is_object() ? entry.find("apiVersion") : entry.end();
+        if (entry.is_object() && v != entry.end() && *v == from) *v = to;
+      }
+    }
+  }
+  auto items = object.find("items");
+  if (items != object.end() && items->is_array()) {
+    for (auto& item : *items) RenameVersion(item, from, to);
+  }
+}
+
+std::vector<std::string> Strings(const nlohmann::json& value) {
+  std::vector<std::string> out;
+  if (value.is_array())
+    for (const auto& v : value)
+      if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json ToServed(nlohmann::json object) {
+  RenameVersion(object, kStorageApiVersion, kServedApiVersion);
+  return object;
+}
+
+nlohmann::json ToStorage(nlohmann::json object) {
+  RenameVersion(object, kServedApiVersion, kStorageApiVersion);
+  return object;
+}
+
+Result<Kind> KindFromCrd(const std::string& yaml) {
+  auto documents = FromYaml(yaml);
+  if (!documents) return documents.failure();
+  if (documents->size() != 1) return Error{"a CRD file must hold one document"};
+  const nlohmann::json& crd = documents->front();
+  const nlohmann::json spec = crd.value("spec", nlohmann::json::object());
+  const nlohmann::json names = spec.value("names", nlohmann::json::object());
+  Kind kind;
+  kind.resource = names.value("plural", "");
+  kind.singular = names.value("singular", "");
+  kind.kind = names.value("kind", "");
+  kind.list_kind = names.value("listKind", kind.kind + "List");
+  kind.short_names = Strings(names.value("shortNames", nlohmann::json::array()));
+  kind.namespaced = spec.value("scope", "") == "Namespaced";
+  if (kind.resource.empty() || kind.kind.empty() || spec.value("group", "") != kGroup)
+    return Error{"not a " + std::string(kGroup) + " CRD"};
+  for (const auto& version : spec.value("versions", nlohmann::json::array())) {
+    if (version.value("name", "") != kStorageVersion) continue;
+    kind.schema = version.value("schema", nlohmann::json::object())
+                      .value("openAPIV3Schema", nlohmann::json::object());
+    kind.columns = version.value("additionalPrinterColumns", nlohmann::json::array());
+    if (version.value("subresources", nlohmann::json::object()).contains("status"))
+      kind.subresources.push_back("status");
+  }
+  if (kind.schema.empty())
+    return Error{"the " + kind.kind + " CRD has no " + std::string(kStorageVersion) + " schema"};
+  kind.storage = {kGroup, kStorageVersion, kind.resource, kind.namespaced};
+  kind.verbs = {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"};
+  return kind;
+}
+
+Result<std::vector<Kind>> ServedKinds() {
+  std::vector<Kind> kinds;
+  for (std::string_view text : EmbeddedCrds()) {
+    auto kind = KindFromCrd(std::string(text));
+    if (!kind) return kind.failure().WithContext("the compiled-in CRDs: ");
+    // Instances gain the metrics subresource (docs/behaviour.md §8.1).
+    if (kind->kind == "Instance") kind->subresources.push_back("metrics");
+    kinds.push_back(std::move(*kind));
+  }
+  return kinds;
+}
+
+}  // namespace gpustack::api

@@ -1,0 +1,94 @@
+#include "host/api/cache.h"
+
+#include <gtest/gtest.h>
+
+namespace gpustack::api {
+namespace {
+
+ObjectPtr Object(const std::string& name, uint64_t version, const std::string& ns = "n") {
+  return std::make_shared<const nlohmann::json>(nlohmann::json{
+      {"metadata",
+       {{"name", name}, {"namespace", ns}, {"resourceVersion", std::to_string(version)}}}});
+}
+
+struct Recorder {
+  std::vector<std::string> seen;  // "TYPE name@version"
+  bool open = true;
+  Watcher watcher(std::function<bool(const nlohmann::json&)> wants = {}) {
+    return {std::move(wants), [this](const WatchEvent& e) {
+              seen.push_back(e.type + " " +
+                             (e.object ? e.object->at("metadata").value("name", "") : "") + "@" +
+                             std::to_string(e.resource_version));
+              return open;
+            }};
+  }
+};
+
+// A watch from a version replays what came after it, a watch from 0 starts with the state, and
+// one from before what is kept is told 410 (the client lists again).
+TEST(ServedCache, WatchFromAVersionReplaysFromZeroListsAndTooOldIsGone) {
+  ServedCache cache(3);
+  cache.Upsert(Object("a", 10));  // the initial list: state, not history
+  cache.MarkSynced(12);
+  EXPECT_EQ(cache.resource_version(), 12u);
+  cache.Upsert(Object("b", 13));
+  cache.Upsert(Object("a", 14));
+  cache.Remove(Object("b", 15));
+
+  Recorder from_zero;
+  ASSERT_TRUE(cache.Watch(0, from_zero.watcher()));
+  EXPECT_EQ(from_zero.seen, (std::vector<std::string>{"ADDED a@14"}));
+
+  Recorder from_13;
+  ASSERT_TRUE(cache.Watch(13, from_13.watcher()));
+  EXPECT_EQ(from_13.seen, (std::vector<std::string>{"MODIFIED a@14", "DELETED b@15"}));
+
+  Recorder other;
+  auto too_old = cache.Watch(11, other.watcher());
+  ASSERT_FALSE(too_old);
+  EXPECT_EQ(too_old.failure().http_status, 410);
+  EXPECT_TRUE(cache.Watch(12, other.watcher()));  // exactly the list's version: fine
+
+  // Live events reach the watchers that want them; a gone watcher is dropped.
+  Recorder only_c;
+  ASSERT_TRUE(cache.Watch(15, only_c.watcher([](const nlohmann::json& o) {
+    return o["metadata"]["name"] == "c";
+  })));
+  from_13.open = false;
+  cache.Upsert(Object("c", 16));
+  cache.Upsert(Object("d", 17));
+  EXPECT_EQ(only_c.seen, (std::vector<std::string>{"ADDED c@16"}));
+  EXPECT_EQ(from_zero.seen.back(), "ADDED d@17");
+  EXPECT_EQ(cache.watchers(), 3u);  // from_zero, other and only_c: from_13 went
+
+  // Three events kept: 15, 16, 17. 13 is gone now.
+  EXPECT_FALSE(cache.Watch(13, other.watcher()));
+  EXPECT_TRUE(cache.Watch(14, other.watcher()));
+
+  cache.Advance(20);  // a bookmark from the informer
+  cache.Bookmark();
+  EXPECT_EQ(only_c.seen.back(), "BOOKMARK @20");
+  const auto snapshot = cache.List();
+  EXPECT_EQ(snapshot.resource_version, 20u);
+  ASSERT_EQ(snapshot.objects.size(), 3u);  // a, c, d
+  EXPECT_EQ(KeyOf(*snapshot.objects[0]), "n/a");
+  EXPECT_NE(cache.Get("n/c"), nullptr);
+  EXPECT_EQ(cache.Get("n/b"), nullptr);
+}
+
+// The informer listed again (after a 410 of its own) and replays differences with older
+// versions: history before that can no longer be replayed.
+TEST(ServedCache, OutOfOrderEventsEndTheReplayableHistory) {
+  ServedCache cache(10);
+  cache.MarkSynced(5);
+  cache.Upsert(Object("a", 6));
+  cache.Upsert(Object("b", 7));
+  cache.Remove(Object("a", 6));  // a relist's synthetic delete carries the old version
+  Recorder before;
+  EXPECT_FALSE(cache.Watch(5, before.watcher()));
+  Recorder after;
+  EXPECT_TRUE(cache.Watch(7, after.watcher()));
+}
+
+}  // namespace
+}  // namespace gpustack::api
