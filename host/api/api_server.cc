@@ -402,6 +402,16 @@ struct ApiServer::State : std::enable_shared_from_this<ApiServer::State> {
     Json parsed = Json::parse(answer->body, nullptr, false);
     if (parsed.is_discarded()) return {answer->status, answer->body, "application/json"};
     Json served = ToServed(std::move(parsed));
+    if (served.value("kind", "") == "Status" && served.contains("message") &&
+        served["message"].is_string()) {
+      // The storage names its own version ("conflict with kubectl using .../v1alpha1").
+      std::string message = served["message"];
+      const std::string from = std::string(kGroup) + "/" + kStorageVersion;
+      const std::string to = std::string(kGroup) + "/" + kServedVersion;
+      for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at))
+        message.replace(at, from.size(), to);
+      served["message"] = message;
+    }
     const bool wrote = r.method != "GET" && answer->status / 100 == 2 &&
                        query.Get("dryRun").empty() && served.value("kind", "") == s.kind->kind;
     if (wrote) {

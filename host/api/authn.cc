@@ -85,6 +85,11 @@ Result<UserInfo> Authenticate(const RequestHeaderConfig& config, const https::Re
       }
     }
   }
+  // As k8s.io/apiserver's AuthenticatedGroupAdder: whoever is authenticated is in
+  // system:authenticated (what system:discovery and system:basic-user are bound to).
+  if (std::find(user.groups.begin(), user.groups.end(), "system:authenticated") ==
+      user.groups.end())
+    user.groups.push_back("system:authenticated");
   return user;
 }
 

@@ -154,7 +154,13 @@ Json OpenApiV3(const std::vector<Kind>& kinds) {
     const Json ok = {{"200",
                       {{"description", "OK"},
                        {"content", {{"application/json", {{"schema", {{"$ref", ref}}}}}}}}}};
-    paths[base + "/{name}"] = {{"get", {{"operationId", "read" + k.kind}, {"responses", ok}}}};
+    // kubectl explain finds a resource's kind from its get operation, then the schema.
+    const Json gvk = {{"group", kGroup}, {"version", kServedVersion}, {"kind", k.kind}};
+    paths[base + "/{name}"] = {{"get",
+                                {{"operationId", "read" + k.kind},
+                                 {"responses", ok},
+                                 {"x-kubernetes-action", "get"},
+                                 {"x-kubernetes-group-version-kind", gvk}}}};
   }
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "gpustack-operator worker"}, {"version", kServedVersion}}},

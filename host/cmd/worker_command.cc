@@ -156,7 +156,15 @@ Command AddWorker(CLI::App& root) {
   worker->add_option("--webhook-cert-dir", hooks.cert_dir,
                      "The mounted cert-manager Secret (with --webhook-certificates cert-manager)");
   worker->add_flag("!--no-webhook-configurations", hooks.apply_configurations,
-                   "Leave the webhook configurations to the chart");
+                   "Leave the webhook configurations and the APIService to the chart");
+  worker->add_flag("!--no-api", hooks.serve_api,
+                   "Do not serve the worker.gpustack.ai/v1 aggregated API");
+  worker
+      ->add_option("--api-address", hooks.api_address,
+                   "With --webhook-url: the address (not loopback) the apiserver reaches this "
+                   "worker at; the worker then registers the v1 API through a Service and "
+                   "Endpoints of its own (the apiserver needs --enable-aggregator-routing)")
+      ->check(CLI::ValidIPV4);
   worker->add_flag("!--no-node-devices-check", o.node_check,
                    "Do not judge Workloads for the gpustack-node-devices AdmissionCheck");
   worker->add_flag("!--no-requeue-refused-pods", o.requeue_refused_pods,

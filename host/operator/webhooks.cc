@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include "host/api/api_server.h"
 #include "host/common/logging.h"
 #include "host/https/certs.h"
 #include "host/kube/config.h"
@@ -156,8 +157,11 @@ struct AdmissionWebhooks::State {
   std::string system_namespace;
   ManufacturerTable manufacturers;
   std::unique_ptr<kube::Informer> instance_types, settings;
+  std::unique_ptr<api::ApiServer> api;
   std::unique_ptr<https::Server> server;
   std::jthread keeper;
+  bool api_registered = false;
+  std::string registered_bundle;  // the caBundle of the APIService last applied
   std::atomic<bool> serving{false};
   std::mutex mutex;
   std::string served_cert;     // PEM now served
@@ -330,6 +334,57 @@ struct AdmissionWebhooks::State {
       }
       applied_bundle = bundle;
     }
+    if (serving && (!api_registered || bundle != registered_bundle)) {
+      if (Status registered = RegisterApi(bundle); !registered) return registered;
+    }
+    return Ok{};
+  }
+
+  // The APIService of the v1 API (and, for a control plane outside the cluster, the Service and
+  // Endpoints it names). Needs the bound port: called once the server listens.
+  Status RegisterApi(const std::string& bundle) {
+    if (!api || !options.apply_configurations) return Ok{};
+    if (!options.url.empty() && options.api_address.empty()) {
+      api_registered = true;  // served, not registered: nothing the aggregator could reach
+      return Ok{};
+    }
+    const auto apply = [&](const kube::ResourceType& type, const Json& object) -> Status {
+      auto applied = client.Apply(type, object, {.field_manager = kWebhooksManager, .force = true});
+      if (!applied)
+        return Error{"cannot apply " + object["kind"].get<std::string>() + " " +
+                     object["metadata"]["name"].get<std::string>() + ": " + applied.error()};
+      return Ok{};
+    };
+    if (!options.url.empty()) {
+      const Json labels = {{kPartOfLabel, kPartOf}};
+      const Json service = {
+          {"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata",
+           {{"name", options.service}, {"namespace", system_namespace}, {"labels", labels}}},
+          {"spec",
+           {{"ports", Json::array({{{"name", "https"},
+                                    {"port", options.service_port},
+                                    {"targetPort", server->port()}}})}}}};
+      const Json endpoints = {
+          {"apiVersion", "v1"},
+          {"kind", "Endpoints"},
+          {"metadata",
+           {{"name", options.service}, {"namespace", system_namespace}, {"labels", labels}}},
+          {"subsets", Json::array({{{"addresses", Json::array({{{"ip", options.api_address}}})},
+                                    {"ports", Json::array({{{"name", "https"},
+                                                            {"port", server->port()}}})}}})}};
+      if (Status s = apply({"", "v1", "services", true}, service); !s) return s;
+      if (Status s = apply({"", "v1", "endpoints", true}, endpoints); !s) return s;
+    }
+    const Json api_service = api::RenderApiService(
+        system_namespace, options.service, options.service_port, bundle,
+        options.certificates == "self" ? std::string() : options.certificate);
+    if (Status s = apply({"apiregistration.k8s.io", "v1", "apiservices", false}, api_service); !s)
+      return s;
+    registered_bundle = bundle;
+    api_registered = true;
+    log->info("registered {}/{} with the aggregator", api::kGroup, api::kServedVersion);
     return Ok{};
   }
 };
@@ -377,6 +432,15 @@ Status AdmissionWebhooks::Start() {
                         return s.Handle(request.body, rule);
                       }});
   }
+  if (s.options.serve_api) {
+    auto kinds = api::ServedKinds();
+    if (!kinds) return kinds.failure();
+    s.api = std::make_unique<api::ApiServer>(s.client, std::move(*kinds));
+    if (Status started = s.api->Start(); !started) return started;
+    for (https::Route& r : s.api->Routes()) routes.push_back(std::move(r));
+    // The aggregator proves itself with its front-proxy client certificate.
+    s.options.server.request_client_certificate = true;
+  }
   s.server = std::make_unique<https::Server>(s.options.server, std::move(routes));
   // The first certificate before listening: an apiserver call must never meet a bad one.
   Status kept = s.Keep();
@@ -389,6 +453,8 @@ Status AdmissionWebhooks::Start() {
   if (Status started = s.server->Start(); !started) return started;
   s.serving = true;
   if (!kept) s.log->warn("{}", kept.error());
+  if (Status registered = s.RegisterApi(s.applied_bundle); !registered)
+    s.log->warn("{} (retried with the certificate check)", registered.error());
   s.log->info("serving admission webhooks on https://{}:{} ({} certificates)",
               s.options.server.address, s.server->port(), s.options.certificates);
   s.keeper = std::jthread([&s](std::stop_token stop) {
@@ -415,6 +481,7 @@ void AdmissionWebhooks::Stop() {
     s.keeper.join();
   }
   if (s.server) s.server->Stop();
+  if (s.api) s.api->Stop();
   if (s.instance_types) s.instance_types->Stop();
   if (s.settings) s.settings->Stop();
   s.serving = false;
@@ -423,7 +490,8 @@ void AdmissionWebhooks::Stop() {
 uint16_t AdmissionWebhooks::port() const { return state_->server ? state_->server->port() : 0; }
 
 bool AdmissionWebhooks::ready() const {
-  return state_->serving && state_->instance_types && state_->instance_types->HasSynced();
+  return state_->serving && state_->instance_types && state_->instance_types->HasSynced() &&
+         (!state_->api || state_->api->ready());
 }
 
 std::string AdmissionWebhooks::RenderMetrics() const {

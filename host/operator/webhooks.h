@@ -23,7 +23,8 @@ inline constexpr const char* kWebhooksManager = "gpustack-worker-webhooks";
 
 struct WebhookOptions {
   bool enabled = true;
-  https::ServerOptions server{.name = "webhooks", .port = 9443, .threads = 2};
+  // Four threads: a v1 write waits on the apiserver on one of them.
+  https::ServerOptions server{.name = "webhooks", .port = 9443, .threads = 4};
   // How the apiserver reaches us: a URL base (a control plane outside the cluster, tests) or,
   // when empty, the Service `service` in the system namespace on `service_port`.
   std::string url;
@@ -38,6 +39,14 @@ struct WebhookOptions {
   bool apply_configurations = true;                              // false: the chart owns them
   // Gate 3 runs and pins admitted Pods to nodes: the Pod webhook adds no fit affinity.
   bool nodes_pinned = true;
+  // The worker.gpustack.ai/v1 aggregated API, on the same server and certificate
+  // (docs/decisions.md D49), and its APIService (with apply_configurations).
+  bool serve_api = true;
+  // With `url` (a control plane outside the cluster): the address the apiserver reaches this
+  // process at. The worker then keeps a Service without selector and its Endpoints pointing
+  // there, which the APIService names (the aggregator resolves them with
+  // --enable-aggregator-routing). Empty with `url`: the API is served but not registered.
+  std::string api_address;
 };
 
 // The two webhook configurations (docs/behaviour.md §4.1 scope): pods (CREATE, with a queue-name
@@ -62,7 +71,7 @@ class AdmissionWebhooks {
   Status Start();
   void Stop();
   uint16_t port() const;
-  bool ready() const;
+  bool ready() const;  // the webhooks' caches and, when served, the v1 API's
   std::string RenderMetrics() const;
 
   struct State;

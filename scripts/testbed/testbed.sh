@@ -78,6 +78,17 @@ make_pki() {
     issue webhook "/CN=testbed-webhooks" "IP:127.0.0.1,DNS:localhost" serverAuth
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    # The aggregator's front proxy: its own CA (as kubeadm does), whose client certificate the
+    # apiserver presents to aggregated APIs (the worker's v1 API verifies it).
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt \
+      -days 2 -subj "/CN=gpustack-testbed-front-proxy-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr \
+      -subj "/CN=front-proxy-client" 2>/dev/null
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
+      >front-proxy-client.ext
+    openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+      -CAcreateserial -days 2 -extfile front-proxy-client.ext -out front-proxy-client.crt 2>/dev/null
+    rm -f front-proxy-client.csr front-proxy-client.ext front-proxy-ca.key front-proxy-ca.srl
     rm -f ca.key ca.srl  # nothing is issued later; the CA key need not outlive the start
   )
 }
@@ -181,6 +192,11 @@ define_core() {
     --endpoint-reconciler-type none --cert-dir "$dir/pki/apiserver-generated" \
     --kubelet-client-certificate "$dir/pki/admin.crt" --kubelet-client-key "$dir/pki/admin.key" \
     --kubelet-preferred-address-types InternalIP,Hostname \
+    --requestheader-client-ca-file "$dir/pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names front-proxy-client --requestheader-username-headers X-Remote-User \
+    --requestheader-group-headers X-Remote-Group --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$dir/pki/front-proxy-client.crt" \
+    --proxy-client-key-file "$dir/pki/front-proxy-client.key" --enable-aggregator-routing=true \
     --enable-priority-and-fairness=false --v=0 "${APISERVER_ARGS[@]}"
 }
 

@@ -108,7 +108,6 @@ TEST(Authenticate, TheFrontProxyNamesTheUserAndNobodyElseCan) {
   https::Request r;
   r.headers = {{"x-remote-user", "ada"},
                {"x-remote-group", "devs"},
-               {"x-remote-group", "system:authenticated"},
                {"x-remote-extra-scopes%2fwho", "a"}};
   auto refused = Authenticate(*config, r);  // no certificate: 401
   ASSERT_FALSE(refused);
