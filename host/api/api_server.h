@@ -1,10 +1,9 @@
-// The worker.gpustack.ai/v1 aggregated API: routes on the worker's HTTPS server (the one that
-// serves the webhooks), behind the aggregating apiserver. Every replica serves it: reads (get,
-// list, watch) from its own caches of the v1alpha1 objects, writes forwarded to the v1alpha1
-// storage after the caller is authenticated (front proxy) and authorized (SubjectAccessReview),
-// so the CRD's schema, the admission webhooks, resourceVersion conflicts, dryRun,
-// fieldValidation, managedFields and server-side apply are the apiserver's own.
-// docs/architecture.md §5 says which API conventions are honoured and which are not.
+// The worker.gpustack.ai/v1 and gpustack.ai/v1 aggregated APIs: routes on the worker's HTTPS
+// server (the one that serves the webhooks), behind the aggregating apiserver. Every replica
+// serves them from its own caches. Each request is authenticated (the front proxy's client
+// certificate and the user it names) and authorized (a SubjectAccessReview) before a kind's
+// backend (backend.h) answers it. docs/architecture.md §5 says which API conventions are
+// honoured and which are not.
 #ifndef GPUSTACK_HOST_API_API_SERVER_H_
 #define GPUSTACK_HOST_API_API_SERVER_H_
 
@@ -13,30 +12,37 @@
 #include <string>
 #include <vector>
 
-#include "host/api/kinds.h"
+#include "host/api/backend.h"
+#include "host/api/settings_kind.h"
 #include "host/https/server.h"
 #include "host/kube/client.h"
 
 namespace gpustack::api {
 
 struct ApiOptions {
+  std::string system_namespace = "gpustack-system";
+  std::vector<SettingSpec> settings;  // the Setting kind's table
   std::chrono::milliseconds bookmark_every{10000};
   std::chrono::milliseconds authentication_refresh{30000};
   size_t events_kept = 1000;  // per kind: how far back a watch may resume
   std::chrono::seconds max_watch{1800};
+  // The helper kinds (InstanceSSHPublicKey ...) read and write Secrets, PVCs and StorageClasses
+  // in every namespace: off when the worker is not allowed to.
+  bool helpers = true;
 };
 
 class ApiServer {
  public:
-  ApiServer(kube::Client& client, std::vector<Kind> kinds, ApiOptions options = {});
+  ApiServer(kube::Client& client, ApiOptions options);
   ~ApiServer();
 
-  // The caches and the front-proxy configuration; serving starts once the routes are mounted.
+  // The kinds and their caches; an error when a kind's definition does not build.
   Status Start();
   void Stop();
   // /apis/..., /openapi/..., /healthz, /livez, /readyz.
   std::vector<https::Route> Routes();
   bool ready() const;
+  std::vector<std::string> groups() const;
 
   struct State;
 
@@ -44,11 +50,11 @@ class ApiServer {
   std::shared_ptr<State> state_;
 };
 
-// The APIService that registers the API with the aggregator: the Service `service` in
+// The APIService that registers `group` with the aggregator: the Service `service` in
 // `service_namespace` on `port`, trusted with `ca_bundle` (PEM; empty: left to cert-manager's
 // cainjector, annotated from `certificate`).
-nlohmann::json RenderApiService(const std::string& service_namespace, const std::string& service,
-                                int port, const std::string& ca_bundle,
+nlohmann::json RenderApiService(const std::string& group, const std::string& service_namespace,
+                                const std::string& service, int port, const std::string& ca_bundle,
                                 const std::string& certificate);
 
 }  // namespace gpustack::api

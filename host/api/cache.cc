@@ -96,13 +96,15 @@ bool ServedCache::synced() const {
   return synced_;
 }
 
-Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher) {
+Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher, bool initial_events_end) {
   std::lock_guard lock(mutex_);
   if (from == 0) {
     for (const auto& [key, object] : objects_) {
       if (watcher.wants && !watcher.wants(*object)) continue;
       if (!watcher.deliver({"ADDED", object, VersionOf(*object)})) return uint64_t{0};
     }
+    if (initial_events_end && !watcher.deliver({"BOOKMARK", nullptr, version_, true}))
+      return uint64_t{0};
   } else if (from < horizon_) {
     Error e{"too old resource version: " + std::to_string(from) + " (" +
                 std::to_string(horizon_) + ")",

@@ -29,6 +29,9 @@ struct WatchEvent {
   std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
   ObjectPtr object;
   uint64_t resource_version = 0;
+  // The BOOKMARK that ends a watch's initial events (sendInitialEvents, the watch-list of
+  // client-go): sent whether or not the client allows bookmarks otherwise.
+  bool initial_events_end = false;
 };
 
 // One watcher: where its events go and which it wants (namespace, selectors).
@@ -62,7 +65,8 @@ class ServedCache {
   // Starts a watch. From 0: every current object as ADDED first. From a version: the events
   // after it. An Error (http_status 410, reason Expired) when it is older than what is kept.
   // Returns the watcher's id (for Unwatch).
-  Result<uint64_t> Watch(uint64_t from, Watcher watcher);
+  // `initial_events_end`: from 0, a BOOKMARK marks the end of the initial events.
+  Result<uint64_t> Watch(uint64_t from, Watcher watcher, bool initial_events_end = false);
   void Unwatch(uint64_t id);
   // A BOOKMARK at the current version to every watcher, on the caller's timer: a watcher sends it
   // on when its client allows bookmarks, and says it is gone once its time is up.

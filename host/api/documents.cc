@@ -1,23 +1,32 @@
 #include "host/api/documents.h"
 
+#include <set>
+
 #include "host/kube/resource.h"
 
 namespace gpustack::api {
 namespace {
 
-const std::string kGroupVersion = std::string(kGroup) + "/" + kServedVersion;
-
-std::string SchemaName(const Kind& kind) {
-  // The reverse-domain name the apiserver gives CRD schemas: ai.gpustack.worker.v1.Instance.
-  return std::string("ai.gpustack.worker.") + kServedVersion + "." + kind.kind;
+// The reverse-domain name the apiserver gives schemas: worker.gpustack.ai/v1 Instance is
+// ai.gpustack.worker.v1.Instance.
+std::string SchemaName(const std::string& group, const std::string& kind) {
+  std::string reversed;
+  size_t end = group.size();
+  while (end != std::string::npos && end > 0) {
+    const size_t dot = group.rfind('.', end - 1);
+    const size_t start = dot == std::string::npos ? 0 : dot + 1;
+    reversed += (reversed.empty() ? "" : ".") + group.substr(start, end - start);
+    end = dot == std::string::npos ? std::string::npos : dot;
+  }
+  return reversed + "." + kServedVersion + "." + kind;
 }
 
-Json GroupVersionKind(const Kind& kind) {
-  return Json::array({{{"group", kGroup}, {"version", kServedVersion}, {"kind", kind.kind}}});
+Json Gvk(const std::string& group, const std::string& kind) {
+  return {{"group", group}, {"version", kServedVersion}, {"kind", kind}};
 }
 
-std::vector<std::string> SubresourceVerbs(const std::string& subresource) {
-  if (subresource == "status") return {"get", "patch", "update"};
+std::vector<std::string> SubresourceVerbs(const Kind& kind, const std::string& subresource) {
+  if (subresource == "status" && kind.Allows("update")) return {"get", "patch", "update"};
   return {"get"};
 }
 
@@ -28,8 +37,8 @@ std::string SubresourceKind(const Kind& kind, const std::string& subresource) {
 // OpenAPI v2 cannot say what v3 can: drop it, as the apiserver does for CRDs.
 void ToSwagger2(Json& schema) {
   if (!schema.is_object()) return;
-  for (const char* v3_only : {"oneOf", "anyOf", "allOf", "not", "nullable",
-                              "x-kubernetes-validations"})
+  for (const char* v3_only :
+       {"oneOf", "anyOf", "allOf", "not", "nullable", "x-kubernetes-validations"})
     schema.erase(v3_only);
   for (auto& [key, value] : schema.items()) {
     if (key == "properties" && value.is_object()) {
@@ -42,77 +51,96 @@ void ToSwagger2(Json& schema) {
 
 Json WithIdentity(const Kind& kind) {
   Json schema = kind.schema;
-  schema["x-kubernetes-group-version-kind"] = GroupVersionKind(kind);
+  schema["x-kubernetes-group-version-kind"] = Json::array({Gvk(kind.group, kind.kind)});
   return schema;
+}
+
+std::vector<const Kind*> Of(const std::vector<Kind>& kinds, const std::string& group) {
+  std::vector<const Kind*> out;
+  for (const Kind& k : kinds)
+    if (k.group == group) out.push_back(&k);
+  return out;
 }
 
 }  // namespace
 
-Json GroupList(const std::vector<Kind>&) {
-  return {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", Json::array({Group()})}};
+std::vector<std::string> Groups(const std::vector<Kind>& kinds) {
+  std::vector<std::string> groups;
+  for (const Kind& k : kinds)
+    if (std::find(groups.begin(), groups.end(), k.group) == groups.end()) groups.push_back(k.group);
+  return groups;
 }
 
-Json Group() {
-  const Json version = {{"groupVersion", kGroupVersion}, {"version", kServedVersion}};
+Json GroupList(const std::vector<Kind>& kinds) {
+  Json groups = Json::array();
+  for (const std::string& g : Groups(kinds)) groups.push_back(Group(g));
+  return {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}};
+}
+
+Json Group(const std::string& group) {
+  const Json version = {{"groupVersion", group + "/" + kServedVersion},
+                        {"version", kServedVersion}};
   return {{"kind", "APIGroup"},
           {"apiVersion", "v1"},
-          {"name", kGroup},
+          {"name", group},
           {"versions", Json::array({version})},
           {"preferredVersion", version}};
 }
 
-Json ResourceList(const std::vector<Kind>& kinds) {
+Json ResourceList(const std::vector<Kind>& kinds, const std::string& group) {
   Json resources = Json::array();
-  for (const Kind& k : kinds) {
-    resources.push_back({{"name", k.resource},
-                         {"singularName", k.singular},
-                         {"namespaced", k.namespaced},
-                         {"kind", k.kind},
-                         {"verbs", k.verbs},
-                         {"shortNames", k.short_names},
-                         {"categories", Json::array({kCategory})}});
-    for (const std::string& sub : k.subresources) {
-      resources.push_back({{"name", k.resource + "/" + sub},
+  for (const Kind* k : Of(kinds, group)) {
+    Json resource = {{"name", k->resource},
+                     {"singularName", k->singular},
+                     {"namespaced", k->namespaced},
+                     {"kind", k->kind},
+                     {"verbs", k->verbs},
+                     {"categories", Json::array({kCategory})}};
+    if (!k->short_names.empty()) resource["shortNames"] = k->short_names;
+    resources.push_back(resource);
+    for (const std::string& sub : k->subresources) {
+      resources.push_back({{"name", k->resource + "/" + sub},
                            {"singularName", ""},
-                           {"namespaced", k.namespaced},
-                           {"kind", SubresourceKind(k, sub)},
-                           {"verbs", SubresourceVerbs(sub)}});
+                           {"namespaced", k->namespaced},
+                           {"kind", SubresourceKind(*k, sub)},
+                           {"verbs", SubresourceVerbs(*k, sub)}});
     }
   }
   return {{"kind", "APIResourceList"},
           {"apiVersion", "v1"},
-          {"groupVersion", kGroupVersion},
+          {"groupVersion", group + "/" + kServedVersion},
           {"resources", resources}};
 }
 
 Json AggregatedDiscovery(const std::vector<Kind>& kinds, const std::string& api_version) {
-  Json resources = Json::array();
-  for (const Kind& k : kinds) {
-    Json subresources = Json::array();
-    for (const std::string& sub : k.subresources) {
-      subresources.push_back(
-          {{"subresource", sub},
-           {"responseKind",
-            {{"group", kGroup}, {"version", kServedVersion}, {"kind", SubresourceKind(k, sub)}}},
-           {"verbs", SubresourceVerbs(sub)}});
+  Json items = Json::array();
+  for (const std::string& group : Groups(kinds)) {
+    Json resources = Json::array();
+    for (const Kind* k : Of(kinds, group)) {
+      Json subresources = Json::array();
+      for (const std::string& sub : k->subresources) {
+        subresources.push_back({{"subresource", sub},
+                                {"responseKind", Gvk(group, SubresourceKind(*k, sub))},
+                                {"verbs", SubresourceVerbs(*k, sub)}});
+      }
+      Json resource = {{"resource", k->resource},
+                       {"responseKind", Gvk(group, k->kind)},
+                       {"scope", k->namespaced ? "Namespaced" : "Cluster"},
+                       {"singularResource", k->singular},
+                       {"verbs", k->verbs},
+                       {"categories", Json::array({kCategory})},
+                       {"subresources", subresources}};
+      if (!k->short_names.empty()) resource["shortNames"] = k->short_names;
+      resources.push_back(resource);
     }
-    resources.push_back(
-        {{"resource", k.resource},
-         {"responseKind", {{"group", kGroup}, {"version", kServedVersion}, {"kind", k.kind}}},
-         {"scope", k.namespaced ? "Namespaced" : "Cluster"},
-         {"singularResource", k.singular},
-         {"verbs", k.verbs},
-         {"shortNames", k.short_names},
-         {"categories", Json::array({kCategory})},
-         {"subresources", subresources}});
+    const Json version = {
+        {"version", kServedVersion}, {"resources", resources}, {"freshness", "Current"}};
+    items.push_back({{"metadata", {{"name", group}}}, {"versions", Json::array({version})}});
   }
-  const Json version = {
-      {"version", kServedVersion}, {"resources", resources}, {"freshness", "Current"}};
   return {{"kind", "APIGroupDiscoveryList"},
           {"apiVersion", api_version},
           {"metadata", Json::object()},
-          {"items", Json::array({{{"metadata", {{"name", kGroup}}},
-                                  {"versions", Json::array({version})}}})}};
+          {"items", items}};
 }
 
 Json OpenApiV2(const std::vector<Kind>& kinds) {
@@ -120,17 +148,17 @@ Json OpenApiV2(const std::vector<Kind>& kinds) {
   for (const Kind& k : kinds) {
     Json schema = WithIdentity(k);
     ToSwagger2(schema);
-    definitions[SchemaName(k)] = schema;
-    definitions[SchemaName(k) + "List"] = {
+    const std::string name = SchemaName(k.group, k.kind);
+    definitions[name] = schema;
+    definitions[SchemaName(k.group, k.list_kind)] = {
         {"type", "object"},
         {"required", {"items"}},
         {"properties",
          {{"apiVersion", {{"type", "string"}}},
           {"kind", {{"type", "string"}}},
           {"metadata", {{"type", "object"}}},
-          {"items", {{"type", "array"}, {"items", {{"$ref", "#/definitions/" + SchemaName(k)}}}}}}},
-        {"x-kubernetes-group-version-kind",
-         Json::array({{{"group", kGroup}, {"version", kServedVersion}, {"kind", k.list_kind}}})}};
+          {"items", {{"type", "array"}, {"items", {{"$ref", "#/definitions/" + name}}}}}}},
+        {"x-kubernetes-group-version-kind", Json::array({Gvk(k.group, k.list_kind)})}};
   }
   return {{"swagger", "2.0"},
           {"info", {{"title", "gpustack-operator worker"}, {"version", kServedVersion}}},
@@ -138,29 +166,34 @@ Json OpenApiV2(const std::vector<Kind>& kinds) {
           {"definitions", definitions}};
 }
 
-Json OpenApiV3Index(const std::string& hash) {
-  const std::string path = std::string("apis/") + kGroup + "/" + kServedVersion;
-  return {{"paths", {{path, {{"serverRelativeURL", "/openapi/v3/" + path + "?hash=" + hash}}}}}};
+Json OpenApiV3Index(const std::vector<Kind>& kinds,
+                    const std::function<std::string(const std::string&)>& hash_of) {
+  Json paths = Json::object();
+  for (const std::string& group : Groups(kinds)) {
+    const std::string path = "apis/" + group + "/" + kServedVersion;
+    paths[path] = {{"serverRelativeURL", "/openapi/v3/" + path + "?hash=" + hash_of(group)}};
+  }
+  return {{"paths", paths}};
 }
 
-Json OpenApiV3(const std::vector<Kind>& kinds) {
+Json OpenApiV3(const std::vector<Kind>& kinds, const std::string& group) {
   Json schemas = Json::object();
   Json paths = Json::object();
-  for (const Kind& k : kinds) {
-    schemas[SchemaName(k)] = WithIdentity(k);
-    const std::string ref = "#/components/schemas/" + SchemaName(k);
-    const std::string base = std::string("/apis/") + kGroup + "/" + kServedVersion +
-                             (k.namespaced ? "/namespaces/{namespace}/" : "/") + k.resource;
+  for (const Kind* k : Of(kinds, group)) {
+    const std::string name = SchemaName(group, k->kind);
+    schemas[name] = WithIdentity(*k);
+    const std::string ref = "#/components/schemas/" + name;
+    const std::string base = "/apis/" + group + "/" + kServedVersion +
+                             (k->namespaced ? "/namespaces/{namespace}/" : "/") + k->resource;
     const Json ok = {{"200",
                       {{"description", "OK"},
                        {"content", {{"application/json", {{"schema", {{"$ref", ref}}}}}}}}}};
     // kubectl explain finds a resource's kind from its get operation, then the schema.
-    const Json gvk = {{"group", kGroup}, {"version", kServedVersion}, {"kind", k.kind}};
     paths[base + "/{name}"] = {{"get",
-                                {{"operationId", "read" + k.kind},
+                                {{"operationId", "read" + k->kind},
                                  {"responses", ok},
                                  {"x-kubernetes-action", "get"},
-                                 {"x-kubernetes-group-version-kind", gvk}}}};
+                                 {"x-kubernetes-group-version-kind", Gvk(group, k->kind)}}}};
   }
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "gpustack-operator worker"}, {"version", kServedVersion}}},
@@ -205,14 +238,13 @@ Json EvaluateColumn(const Json& object, const std::string& json_path) {
           return nullptr;
         const std::string key = inner.substr(4, eq - 4);
         std::string want = inner.substr(eq + 2, inner.size() - eq - 3);
+        if (want.size() >= 2 && (want.front() == '\'' || want.front() == '"'))
+          want = want.substr(1, want.size() - 2);
         const Json* match = nullptr;
         for (const Json& e : *at) {
           if (!e.is_object() || !e.contains(key)) continue;
           const Json& v = e[key];
-          const std::string have = v.is_string() ? v.get<std::string>() : v.dump();
-          if (want.size() >= 2 && (want.front() == '\'' || want.front() == '"'))
-            want = want.substr(1, want.size() - 2);
-          if (have == want) {
+          if ((v.is_string() ? v.get<std::string>() : v.dump()) == want) {
             match = &e;
             break;
           }
@@ -221,7 +253,8 @@ Json EvaluateColumn(const Json& object, const std::string& json_path) {
       } else {
         char* end = nullptr;
         const long index = std::strtol(inner.c_str(), &end, 10);
-        at = (end && *end == '\0' && index >= 0 && static_cast<size_t>(index) < at->size())
+        at = (end && *end == '\0' && !inner.empty() && index >= 0 &&
+              static_cast<size_t>(index) < at->size())
                  ? &(*at)[static_cast<size_t>(index)]
                  : nullptr;
       }
@@ -242,8 +275,7 @@ Json TableOf(const Kind& kind, const std::vector<Json>& objects, const std::stri
                                    {"priority", 0}}});
   for (const Json& c : kind.columns) {
     definitions.push_back({{"name", c.value("name", "")},
-                           {"type", c.value("type", "string") == "date" ? "date"
-                                                                         : c.value("type", "string")},
+                           {"type", c.value("type", "string")},
                            {"format", c.value("format", "")},
                            {"description", c.value("description", "")},
                            {"priority", c.value("priority", 0)}});

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,15 +18,19 @@ namespace gpustack::api {
 
 using Json = nlohmann::json;
 
+// The groups of `kinds`, in their order.
+std::vector<std::string> Groups(const std::vector<Kind>& kinds);
 Json GroupList(const std::vector<Kind>& kinds);
-Json Group();
-Json ResourceList(const std::vector<Kind>& kinds);
+Json Group(const std::string& group);
+Json ResourceList(const std::vector<Kind>& kinds, const std::string& group);
 // `api_version` is apidiscovery.k8s.io/v2 or /v2beta1 (the same shape).
 Json AggregatedDiscovery(const std::vector<Kind>& kinds, const std::string& api_version);
 
 Json OpenApiV2(const std::vector<Kind>& kinds);
-Json OpenApiV3Index(const std::string& hash);
-Json OpenApiV3(const std::vector<Kind>& kinds);
+// /openapi/v3: one path per group, each with the hash of its document (clients cache by it).
+Json OpenApiV3Index(const std::vector<Kind>& kinds,
+                    const std::function<std::string(const std::string& group)>& hash_of);
+Json OpenApiV3(const std::vector<Kind>& kinds, const std::string& group);
 
 // A Table of `objects` (served form) with the kind's printer columns, Name first.
 // `include_object`: "None", "Metadata" (the default) or "Object".

@@ -1,5 +1,7 @@
 #include "host/api/kinds.h"
 
+#include <algorithm>
+
 #include "host/api/embedded_crds.h"
 #include "host/common/yaml.h"
 
@@ -38,6 +40,10 @@ std::vector<std::string> Strings(const nlohmann::json& value) {
 }
 
 }  // namespace
+
+bool Kind::Allows(const std::string& verb) const {
+  return std::find(verbs.begin(), verbs.end(), verb) != verbs.end();
+}
 
 nlohmann::json ToServed(nlohmann::json object) {
   RenameVersion(object, kStorageApiVersion, kServedApiVersion);
@@ -87,6 +93,8 @@ Result<std::vector<Kind>> ServedKinds() {
     if (!kind) return kind.failure().WithContext("the compiled-in CRDs: ");
     // Instances gain the metrics subresource (docs/behaviour.md §8.1).
     if (kind->kind == "Instance") kind->subresources.push_back("metrics");
+    // The node daemons write Devices: v1 only shows them.
+    if (kind->kind == "Devices") kind->verbs = {"get", "list", "watch"};
     kinds.push_back(std::move(*kind));
   }
   return kinds;

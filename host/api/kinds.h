@@ -19,11 +19,13 @@
 namespace gpustack::api {
 
 inline constexpr const char* kGroup = "worker.gpustack.ai";
+inline constexpr const char* kSettingsGroup = "gpustack.ai";  // Setting only
 inline constexpr const char* kServedVersion = "v1";
 inline constexpr const char* kStorageVersion = "v1alpha1";
 inline constexpr const char* kCategory = "gpustack";
 
 struct Kind {
+  std::string group = kGroup;  // the version is always v1
   std::string resource, singular, kind, list_kind;
   bool namespaced = false;
   std::vector<std::string> short_names;
@@ -33,6 +35,8 @@ struct Kind {
   kube::ResourceType storage;  // the v1alpha1 CRD
   nlohmann::json schema;       // the CRD's openAPIV3Schema
   nlohmann::json columns;      // the CRD's additionalPrinterColumns
+  std::string ApiVersion() const { return group + "/" + kServedVersion; }
+  bool Allows(const std::string& verb) const;
 };
 
 // Instance, Devices and InstanceType, from the CRDs compiled in; an error when one of them does

@@ -51,6 +51,21 @@ const std::vector<SettingInfo>& KnownSettings() {
       {"instance-privileged-allowed", "false", "Instances may ask for a privileged container."},
       {"instance-host-path-volume-allowed", "false",
        "Instances may mount host paths as additional volumes."},
+      {"instance-general-resources-overcommit", "true",
+       "Scale an Instance's requests below its limits (never above)."},
+      {"instance-persistent-volume-placement", "true",
+       "A persistent volume's node affinity drives its Instance's placement."},
+      {"instance-ssh-server-image", "gpustack/ssh-server:v1.3.0",
+       "The image of the Instances' SSH sidecar.", false},
+      {"instance-access-static-address", "", "A fixed address Instances are reached at.", false},
+      {"instance-access-wildcard-dns", "",
+       "A wildcard DNS domain (e.g. traefik.me): Instances are reached at <host-ip>.<domain>.",
+       false},
+      {"container-registry", "", "The registry built-in images are pulled from.", false},
+      {"container-namespace", "", "The registry namespace of built-in images.", false},
+      {"image-pull-secrets", "", "Secrets (comma-separated names) built-in images are pulled with.",
+       false},
+      {"image-pull-policy", "IfNotPresent", "The pull policy of built-in images.", false},
   };
   return known;
 }
@@ -66,9 +81,12 @@ Result<std::map<std::string, std::string>> SeedValues(
   std::map<std::string, std::string> values;
   for (const SettingInfo& s : KnownSettings()) {
     std::string value = getenv(EnvironmentName(s.name));
-    if (value.empty()) {
-      value = s.default_value;
-    } else if (!ParseBool(value)) {
+    if (value.empty()) value = s.default_value;
+    if (!s.boolean) {
+      values[s.name] = value;
+      continue;
+    }
+    if (!ParseBool(value)) {
       return Error{EnvironmentName(s.name) + "=" + value + ": not a boolean (true or false)",
                    Code::kInvalidArgument};
     }

@@ -33,6 +33,8 @@ struct SettingInfo {
   std::string name;  // "node-management-manual"
   std::string default_value;
   std::string description;
+  bool boolean = true;  // else any string
+  bool sensitive = false;
 };
 const std::vector<SettingInfo>& KnownSettings();
 

@@ -377,14 +377,17 @@ struct AdmissionWebhooks::State {
       if (Status s = apply({"", "v1", "services", true}, service); !s) return s;
       if (Status s = apply({"", "v1", "endpoints", true}, endpoints); !s) return s;
     }
-    const Json api_service = api::RenderApiService(
-        system_namespace, options.service, options.service_port, bundle,
-        options.certificates == "self" ? std::string() : options.certificate);
-    if (Status s = apply({"apiregistration.k8s.io", "v1", "apiservices", false}, api_service); !s)
-      return s;
+    for (const std::string& group : api->groups()) {
+      const Json api_service = api::RenderApiService(
+          group, system_namespace, options.service, options.service_port, bundle,
+          options.certificates == "self" ? std::string() : options.certificate);
+      if (Status s = apply({"apiregistration.k8s.io", "v1", "apiservices", false}, api_service);
+          !s)
+        return s;
+      log->info("registered {}/{} with the aggregator", group, api::kServedVersion);
+    }
     registered_bundle = bundle;
     api_registered = true;
-    log->info("registered {}/{} with the aggregator", api::kGroup, api::kServedVersion);
     return Ok{};
   }
 };
@@ -433,9 +436,14 @@ Status AdmissionWebhooks::Start() {
                       }});
   }
   if (s.options.serve_api) {
-    auto kinds = api::ServedKinds();
-    if (!kinds) return kinds.failure();
-    s.api = std::make_unique<api::ApiServer>(s.client, std::move(*kinds));
+    s.options.api.system_namespace = s.system_namespace;
+    if (s.options.api.settings.empty()) {
+      for (const SettingInfo& info : KnownSettings())
+        s.options.api.settings.push_back({info.name, info.default_value, info.description,
+                                          info.boolean ? "boolean" : "string", true,
+                                          info.sensitive});
+    }
+    s.api = std::make_unique<api::ApiServer>(s.client, s.options.api);
     if (Status started = s.api->Start(); !started) return started;
     for (https::Route& r : s.api->Routes()) routes.push_back(std::move(r));
     // The aggregator proves itself with its front-proxy client certificate.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "host/api/api_server.h"
 #include "host/https/server.h"
 #include "host/kube/client.h"
 #include "host/operator/fleet.h"
@@ -47,6 +48,7 @@ struct WebhookOptions {
   // there, which the APIService names (the aggregator resolves them with
   // --enable-aggregator-routing). Empty with `url`: the API is served but not registered.
   std::string api_address;
+  api::ApiOptions api{};  // its system namespace and settings table: the worker's
 };
 
 // The two webhook configurations (docs/behaviour.md §4.1 scope): pods (CREATE, with a queue-name

@@ -180,7 +180,7 @@ TEST(Conversion, RenamesTheVersionWhereverTheObjectNamesItsOwn) {
 
 TEST(Documents, DiscoveryNamesKindsVerbsShortNamesAndTheCategory) {
   auto kinds = *ServedKinds();
-  const auto list = ResourceList(kinds);
+  const auto list = ResourceList(kinds, "worker.gpustack.ai");
   EXPECT_EQ(list["groupVersion"], "worker.gpustack.ai/v1");
   std::set<std::string> names;
   for (const auto& r : list["resources"]) names.insert(r["name"].get<std::string>());
@@ -191,7 +191,7 @@ TEST(Documents, DiscoveryNamesKindsVerbsShortNamesAndTheCategory) {
   const auto aggregated = AggregatedDiscovery(kinds, "apidiscovery.k8s.io/v2");
   EXPECT_EQ(aggregated["items"][0]["metadata"]["name"], "worker.gpustack.ai");
   EXPECT_EQ(aggregated["items"][0]["versions"][0]["resources"].size(), 3u);
-  const auto v3 = OpenApiV3(kinds);
+  const auto v3 = OpenApiV3(kinds, "worker.gpustack.ai");
   const auto& instance = v3["components"]["schemas"]["ai.gpustack.worker.v1.Instance"];
   EXPECT_EQ(instance["x-kubernetes-group-version-kind"][0]["kind"], "Instance");
   EXPECT_TRUE(instance["properties"]["spec"]["properties"].contains("resources"));
