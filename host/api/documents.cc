@@ -160,9 +160,28 @@ Json OpenApiV2(const std::vector<Kind>& kinds) {
           {"items", {{"type", "array"}, {"items", {{"$ref", "#/definitions/" + name}}}}}}},
         {"x-kubernetes-group-version-kind", Json::array({Gvk(k.group, k.list_kind)})}};
   }
+  // The aggregator keeps only the definitions its paths reach: every kind gets its read and list.
+  Json paths = Json::object();
+  for (const Kind& k : kinds) {
+    const std::string base = "/apis/" + k.group + "/" + kServedVersion +
+                             (k.namespaced ? "/namespaces/{namespace}/" : "/") + k.resource;
+    const auto operation = [&](const std::string& id, const std::string& action,
+                               const std::string& kind_name) {
+      return Json{{"operationId", id},
+                  {"produces", {"application/json"}},
+                  {"responses",
+                   {{"200",
+                     {{"description", "OK"},
+                      {"schema", {{"$ref", "#/definitions/" + SchemaName(k.group, kind_name)}}}}}}},
+                  {"x-kubernetes-action", action},
+                  {"x-kubernetes-group-version-kind", Gvk(k.group, kind_name)}};
+    };
+    paths[base] = {{"get", operation("list" + k.kind, "list", k.list_kind)}};
+    paths[base + "/{name}"] = {{"get", operation("read" + k.kind, "get", k.kind)}};
+  }
   return {{"swagger", "2.0"},
           {"info", {{"title", "gpustack-operator worker"}, {"version", kServedVersion}}},
-          {"paths", Json::object()},
+          {"paths", paths},
           {"definitions", definitions}};
 }
 

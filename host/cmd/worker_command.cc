@@ -158,7 +158,10 @@ Command AddWorker(CLI::App& root) {
   worker->add_flag("!--no-webhook-configurations", hooks.apply_configurations,
                    "Leave the webhook configurations and the APIService to the chart");
   worker->add_flag("!--no-api", hooks.serve_api,
-                   "Do not serve the worker.gpustack.ai/v1 aggregated API");
+                   "Do not serve the worker.gpustack.ai/v1 and gpustack.ai/v1 aggregated APIs");
+  worker->add_flag("!--no-api-helpers", hooks.api.helpers,
+                   "Leave out the v1 helper kinds (they read and write labelled Secrets, PVCs and "
+                   "StorageClasses in every namespace)");
   worker
       ->add_option("--api-address", hooks.api_address,
                    "With --webhook-url: the address (not loopback) the apiserver reaches this "

@@ -383,6 +383,11 @@ Json Fleet::RenderFlavor(const Flavor& f) const {
       if (!g->family.empty()) notes["note.gpustack.ai/family"] = g->family;
       if (!g->compute_capability.empty())
         notes["note.gpustack.ai/computeCapability"] = g->compute_capability;
+      // The InstanceTypeFlavor catalogue's SLICEABLE (docs/behaviour.md §2.3).
+      const bool sliceable =
+          std::any_of(g->accelerators.begin(), g->accelerators.end(),
+                      [](const ledger::Accelerator& a) { return a.sliceable(); });
+      notes["note.gpustack.ai/sliceable"] = sliceable ? "true" : "false";
     }
   } else if (!settings_.mixed_on_node) {
     node_labels[kCpuOnlyLabel] = "true";
