@@ -221,8 +221,12 @@ struct ApiServer::State {
   Response Get(Backend& b, const Call& call) {
     const std::string key =
         call.info.ns.empty() ? call.info.name : call.info.ns + "/" + call.info.name;
-    ObjectPtr object = b.Recent(key, b.cache().Get(key));
+    ObjectPtr cached = b.cache().Get(key);
+    ObjectPtr object = b.Recent(key, cached);
     if (!object) return b.Miss(call);
+    if (object == cached && !WantsTable(call.request)) {
+      if (auto text = b.cache().GetText(key)) return {200, *text};
+    }
     if (WantsTable(call.request)) {
       return JsonResponse(TableOf(b.kind(), {*object}, call.query.Get("includeObject"),
                                   std::to_string(VersionOf(*object)), "",
@@ -243,28 +247,44 @@ struct ApiServer::State {
     auto limit = Number(call.query, "limit");
     if (!limit) return StatusResponse(400, "BadRequest", limit.error());
     const ServedCache::Snapshot snapshot = b.cache().List();
-    std::vector<Json> items;
+    std::vector<size_t> chosen;  // into the snapshot
     std::string next;
-    for (const ObjectPtr& object : snapshot.objects) {
-      if (!after.empty() && KeyOf(*object) <= after) continue;
-      if (!(*filter)(*object)) continue;
-      if (*limit > 0 && static_cast<long long>(items.size()) == *limit) {
-        next = ContinueToken(snapshot.resource_version, KeyOf(items.back()));
+    for (size_t i = 0; i < snapshot.objects.size(); ++i) {
+      const Json& object = *snapshot.objects[i];
+      if (!after.empty() && KeyOf(object) <= after) continue;
+      if (!(*filter)(object)) continue;
+      if (*limit > 0 && static_cast<long long>(chosen.size()) == *limit) {
+        next = ContinueToken(snapshot.resource_version, KeyOf(*snapshot.objects[chosen.back()]));
         break;
       }
-      items.push_back(*object);
+      chosen.push_back(i);
     }
     const std::string version = std::to_string(snapshot.resource_version);
     if (WantsTable(call.request)) {
+      std::vector<Json> items;
+      for (size_t i : chosen) items.push_back(*snapshot.objects[i]);
       return JsonResponse(TableOf(b.kind(), items, call.query.Get("includeObject"), version, next,
                                   std::chrono::system_clock::now()));
     }
+    // Each object was serialized once when it came in: a list is their concatenation.
     Json metadata = {{"resourceVersion", version}};
     if (!next.empty()) metadata["continue"] = next;
-    return JsonResponse({{"apiVersion", b.kind().ApiVersion()},
-                         {"kind", b.kind().list_kind},
-                         {"metadata", metadata},
-                         {"items", std::move(items)}});
+    size_t size = 128;
+    for (size_t i : chosen) size += snapshot.texts[i]->size() + 1;
+    std::string body;
+    body.reserve(size);
+    body += Json{{"apiVersion", b.kind().ApiVersion()},
+                 {"kind", b.kind().list_kind},
+                 {"metadata", metadata}}
+                .dump();
+    body.pop_back();  // the closing brace
+    body += ",\"items\":[";
+    for (size_t n = 0; n < chosen.size(); ++n) {
+      if (n) body += ',';
+      body += *snapshot.texts[chosen[n]];
+    }
+    body += "]}";
+    return {200, std::move(body)};
   }
 
   Response Watch(Backend& b, const Call& call) {

@@ -47,7 +47,7 @@ void ServedCache::Upsert(ObjectPtr object) {
   std::lock_guard lock(mutex_);
   const std::string key = KeyOf(*object);
   const bool existed = objects_.contains(key);
-  objects_[key] = object;
+  objects_[key] = {object, std::make_shared<const std::string>(object->dump())};
   AppendLocked({existed ? "MODIFIED" : "ADDED", object, VersionOf(*object)});
 }
 
@@ -75,7 +75,11 @@ ServedCache::Snapshot ServedCache::List() const {
   std::lock_guard lock(mutex_);
   Snapshot s;
   s.objects.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) s.objects.push_back(object);
+  s.texts.reserve(objects_.size());
+  for (const auto& [key, entry] : objects_) {
+    s.objects.push_back(entry.object);
+    s.texts.push_back(entry.text);
+  }
   s.resource_version = version_;
   return s;
 }
@@ -83,7 +87,13 @@ ServedCache::Snapshot ServedCache::List() const {
 ObjectPtr ServedCache::Get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : found->second;
+  return found == objects_.end() ? nullptr : found->second.object;
+}
+
+ServedCache::TextPtr ServedCache::GetText(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto found = objects_.find(key);
+  return found == objects_.end() ? nullptr : found->second.text;
 }
 
 uint64_t ServedCache::resource_version() const {
@@ -99,9 +109,10 @@ bool ServedCache::synced() const {
 Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher, bool initial_events_end) {
   std::lock_guard lock(mutex_);
   if (from == 0) {
-    for (const auto& [key, object] : objects_) {
-      if (watcher.wants && !watcher.wants(*object)) continue;
-      if (!watcher.deliver({"ADDED", object, VersionOf(*object)})) return uint64_t{0};
+    for (const auto& [key, entry] : objects_) {
+      if (watcher.wants && !watcher.wants(*entry.object)) continue;
+      if (!watcher.deliver({"ADDED", entry.object, VersionOf(*entry.object)}))
+        return uint64_t{0};
     }
     if (initial_events_end && !watcher.deliver({"BOOKMARK", nullptr, version_, true}))
       return uint64_t{0};

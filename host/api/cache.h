@@ -53,12 +53,15 @@ class ServedCache {
   // The informer's newest resourceVersion (its bookmarks), which may pass the last event's.
   void Advance(uint64_t resource_version);
 
+  using TextPtr = std::shared_ptr<const std::string>;
   struct Snapshot {
     std::vector<ObjectPtr> objects;  // by key (namespace/name)
+    std::vector<TextPtr> texts;      // each object serialized, once, when it came in
     uint64_t resource_version = 0;
   };
   Snapshot List() const;
   ObjectPtr Get(const std::string& key) const;
+  TextPtr GetText(const std::string& key) const;  // the object serialized; null when absent
   uint64_t resource_version() const;
   bool synced() const;
 
@@ -78,7 +81,11 @@ class ServedCache {
 
   size_t capacity_;
   mutable std::mutex mutex_;
-  std::map<std::string, ObjectPtr> objects_;
+  struct Entry {
+    ObjectPtr object;
+    TextPtr text;  // a list or a get sends it as it is
+  };
+  std::map<std::string, Entry> objects_;
   std::deque<WatchEvent> events_;
   uint64_t version_ = 0;  // the newest version this cache is at
   uint64_t horizon_ = 0;  // events after this one are all in events_

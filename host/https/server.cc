@@ -383,6 +383,10 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
         continue;
       }
       ++connections;
+      // A response's last small TLS record must not wait for the client's delayed ACK (Nagle):
+      // that was a 40 ms tail on large answers.
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       auto executor = socket.get_executor();
       asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
     }
