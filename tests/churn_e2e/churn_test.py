@@ -133,7 +133,9 @@ def fault(kind):
         done = run("pkill", "-9", "-f", "gpustack-operator.*device-manager serve", check=False)
         return f"device manager killed (pkill {done.returncode})"
     if kind == "worker":
-        done = run("pkill", "-9", "-f", "gpustack-operator.* worker( |$)", check=False)
+        # The chart's workers only ("worker --namespace=..."): a worker another test runs on this
+        # machine beside its own control plane must not die of this one's fault.
+        done = run("pkill", "-9", "-f", "gpustack-operator worker --namespace=", check=False)
         return f"worker killed (pkill {done.returncode})"
     raise AssertionError(f"unknown fault {kind}")
 
