@@ -85,8 +85,10 @@ std::string Request::Header(std::string_view name) const {
 }
 
 struct ChunkStream::Shared {
+  static constexpr size_t kMaxBuffered = 64 << 20;
   std::mutex mutex;
   std::deque<std::string> chunks;
+  size_t buffered = 0;  // bytes in chunks
   bool closed = false;  // by the producer
   bool gone = false;    // the client went away, or the response ended
   std::function<void()> wake;
@@ -99,7 +101,11 @@ void ChunkStream::Push(std::string chunk) {
   {
     std::lock_guard lock(shared_->mutex);
     if (shared_->gone || shared_->closed) return;
+    shared_->buffered += chunk.size();
     shared_->chunks.push_back(std::move(chunk));
+    // A client that stops reading must not make us keep everything for it: the stream ends
+    // after what it has, and it starts again (a watch resumes from its last version).
+    if (shared_->buffered > Shared::kMaxBuffered) shared_->closed = true;
     wake = shared_->wake;
   }
   if (wake) wake();
@@ -273,6 +279,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
       {
         std::lock_guard lock(shared->mutex);
         ready.swap(shared->chunks);
+        shared->buffered = 0;
         closed = shared->closed;
       }
       for (const std::string& chunk : ready) {

@@ -39,6 +39,7 @@ struct Request {
 
 // A response body written as it is produced (a watch): chunks pushed from any thread reach the
 // client in order. The producer stops when Done() says the client went away or the stream closed.
+// More than 64 MiB waiting for a client that does not read closes the stream.
 class ChunkStream {
  public:
   ChunkStream();

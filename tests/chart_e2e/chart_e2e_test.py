@@ -231,7 +231,11 @@ class ChartE2e(unittest.TestCase):
         helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "2m")
         # Without cleanupOnUninstall: the CRDs, the pools and the webhook configurations stay.
         self.assertTrue(get("crd", "instancetypes.worker.gpustack.ai"))
-        self.assertTrue(get("instancetypes")["items"])
+        # The storage version by name: the chart took the v1 APIService away with the worker,
+        # and a kubectl that discovered v1 a moment ago would still ask for it.
+        self.assertTrue(get("instancetypes.v1alpha1.worker.gpustack.ai")["items"])
+        wait("the v1 APIService gone", lambda: "NotFound" in kubectl(
+            "get", "apiservice", "v1.worker.gpustack.ai", check=False).stderr, 60)
         self.assertTrue(get("mutatingwebhookconfiguration", "gpustack-worker-mutation"))
         wait("the release's Pods gone", lambda: get(
             "pods", "-n", NS, "-l", "app.kubernetes.io/part-of=gpustack-operator")["items"] == [], 60)
