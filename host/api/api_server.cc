@@ -1,6 +1,7 @@
 #include "host/api/api_server.h"
 
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -73,6 +74,8 @@ struct ApiServer::State {
   Authorizer authorizer;
   std::vector<Kind> kinds;  // in the backends' order
   std::vector<std::unique_ptr<Backend>> backends;
+  std::map<std::string, std::string> documents;  // discovery and OpenAPI, by path
+  std::map<std::string, std::string> discovery;  // the aggregated document, by version
 
   mutable std::mutex auth_mutex;
   std::optional<RequestHeaderConfig> request_header;
@@ -171,34 +174,41 @@ struct ApiServer::State {
     return backend->Write(call);
   }
 
+  // The kinds never change while serving: every document is built once, at Start, by path.
+  void BuildDocuments() {
+    documents["/apis"] = GroupList(kinds).dump();
+    for (const char* v : {"v2", "v2beta1"})
+      discovery[v] = AggregatedDiscovery(kinds, std::string("apidiscovery.k8s.io/") + v).dump();
+    std::map<std::string, std::string> hashes;
+    for (const std::string& group : Groups(kinds)) {
+      const std::string base = "/apis/" + group;
+      documents[base] = Group(group).dump();
+      documents[base + "/" + kServedVersion] = ResourceList(kinds, group).dump();
+      const std::string v3 = OpenApiV3(kinds, group).dump();
+      hashes[group] = std::to_string(std::hash<std::string>{}(v3));
+      documents["/openapi/v3" + base + "/" + kServedVersion] = v3;
+    }
+    documents["/openapi/v2"] = OpenApiV2(kinds).dump();
+    documents["/openapi/v3"] =
+        OpenApiV3Index(kinds, [&](const std::string& group) { return hashes[group]; }).dump();
+  }
+
   Response ServeDocument(const Request& r) {
-    if (r.path == "/apis" || r.path == "/apis/") {
+    const std::string path = r.path == "/apis/" ? "/apis" : r.path;
+    if (path == "/apis") {
       const std::string v = DiscoveryVersion(r);
       if (!v.empty()) {
-        Response out = JsonResponse(AggregatedDiscovery(kinds, "apidiscovery.k8s.io/" + v));
-        out.content_type =
-            "application/json;g=apidiscovery.k8s.io;v=" + v + ";as=APIGroupDiscoveryList";
-        return out;
-      }
-      return JsonResponse(GroupList(kinds));
-    }
-    for (const std::string& group : Groups(kinds)) {
-      if (r.path == "/apis/" + group) return JsonResponse(Group(group));
-      if (r.path == "/apis/" + group + "/" + kServedVersion)
-        return JsonResponse(ResourceList(kinds, group));
-      if (r.path == "/openapi/v3/apis/" + group + "/" + kServedVersion) {
-        Response out = JsonResponse(OpenApiV3(kinds, group));
-        out.headers.emplace_back("Cache-Control", "no-cache, private");
-        return out;
+        return {200, discovery.at(v),
+                "application/json;g=apidiscovery.k8s.io;v=" + v + ";as=APIGroupDiscoveryList"};
       }
     }
-    if (r.path == "/openapi/v2") return JsonResponse(OpenApiV2(kinds));
-    if (r.path == "/openapi/v3") {
-      return JsonResponse(OpenApiV3Index(kinds, [&](const std::string& group) {
-        return std::to_string(std::hash<std::string>{}(OpenApiV3(kinds, group).dump()));
-      }));
-    }
-    return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    auto found = documents.find(path);
+    if (found == documents.end())
+      return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    Response out{200, found->second};
+    if (path.rfind("/openapi/v3/", 0) == 0)
+      out.headers.emplace_back("Cache-Control", "no-cache, private");
+    return out;
   }
 
   // The namespace and selectors of a list or watch, as one predicate.
@@ -367,6 +377,7 @@ Status ApiServer::Start() {
     for (auto& b : HelperBackends(s.client, kept)) s.backends.push_back(std::move(b));
   }
   for (auto& b : s.backends) s.kinds.push_back(b->kind());
+  s.BuildDocuments();
   for (auto& b : s.backends) b->Start();
   s.RefreshAuthentication();
   s.ticker = std::jthread([state = state_](std::stop_token stop) {

@@ -82,7 +82,7 @@ std::unique_ptr<Backend> MakeDerivedBackend(kube::Client& client, Kind kind, Der
                                             size_t events_kept);
 
 // Sends `request` to the apiserver and passes the answer on (a Status that names the storage
-// version is reworded to v1); `remember` gets the served object of a successful write.
+// version is reworded to v1); any other answer goes through `convert` (storage -> served form).
 https::Response Relay(kube::Client& client, kube::HttpRequest request,
                       const std::function<Json(Json)>& convert);
 

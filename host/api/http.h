@@ -46,8 +46,9 @@ Result<Json> Patched(const Json& current, const std::string& content_type, const
 
 // Unknown fields of `object` against `schema` (an OpenAPI v3 object schema): "spec.foo".
 std::vector<std::string> UnknownFields(const Json& object, const Json& schema);
-// What fieldValidation asks for unknown fields: Strict refuses (400), Warn warns (a Warning
-// header on `response`), Ignore (and the default for a non-kubectl client) passes.
+// What fieldValidation asks for unknown fields: Strict refuses (an Error; the caller answers
+// 400), Warn adds one line per field to `warnings` (the caller sends them as Warning headers),
+// Ignore and no parameter pass.
 Status CheckFields(const Json& object, const Kind& kind, const Query& query,
                    std::vector<std::string>* warnings);
 

@@ -1,5 +1,5 @@
-// The one HTTPS server of the project: the worker's admission webhooks and health endpoints, and
-// the node daemon's exporter are routes on it (and the worker's v1 API will be). HTTPS on
+// The one HTTPS server of the project: the worker's admission webhooks, its v1 APIs and health
+// endpoints, and the node daemon's exporter are routes on it. HTTPS on
 // Boost.Beast + OpenSSL, HTTP/1.1 keep-alive, every connection bounded in request size and in
 // time and their number capped, so a slow or hostile client cannot hold it. The certificate can
 // be swapped while serving: rotation never drops a connection, new ones get the new certificate.
