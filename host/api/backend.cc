@@ -18,8 +18,11 @@ ObjectPtr Backend::Recent(const std::string& key, ObjectPtr cached) {
   std::lock_guard lock(recent_mutex_);
   auto written = recent_.find(key);
   if (written == recent_.end()) return cached;
-  if (cached && VersionOf(*cached) >= VersionOf(*written->second)) {
-    recent_.erase(written);  // the cache caught up
+  // The cache caught up: it holds this write or a later state, or it has seen past the write and
+  // the object is gone (deleted since; the write must not bring it back).
+  const uint64_t version = VersionOf(*written->second);
+  if ((cached && VersionOf(*cached) >= version) || (!cached && cache_.resource_version() >= version)) {
+    recent_.erase(written);
     return cached;
   }
   return written->second;

@@ -1,5 +1,7 @@
 #include "host/api/cache.h"
 
+#include "host/api/backend.h"
+
 #include <gtest/gtest.h>
 
 namespace gpustack::api {
@@ -88,6 +90,41 @@ TEST(ServedCache, OutOfOrderEventsEndTheReplayableHistory) {
   EXPECT_FALSE(cache.Watch(5, before.watcher()));
   Recorder after;
   EXPECT_TRUE(cache.Watch(7, after.watcher()));
+}
+
+}  // namespace
+}  // namespace gpustack::api
+
+namespace gpustack::api {
+namespace {
+
+// A backend that only keeps objects: enough for read-your-writes.
+class KeepingBackend : public Backend {
+ public:
+  KeepingBackend() : Backend(Kind{}, 10) {}
+  void Start() override {}
+  void Stop() override {}
+  void Tick() override {}
+  https::Response Write(const Call&) override { return {}; }
+};
+
+// A write is served until the cache has caught up with it, and never after: an object deleted
+// since (its finalizer removed by a controller) must not come back from the write's answer.
+TEST(Backend, ReadYourWritesUntilTheCacheCatchesUp) {
+  KeepingBackend b;
+  b.cache().MarkSynced(1);
+  b.Remember(*Object("a", 5));  // the delete's answer: deletionTimestamp set, a finalizer left
+  EXPECT_EQ(b.Recent("n/a", nullptr)->at("metadata")["resourceVersion"], "5");
+  b.cache().Upsert(Object("a", 4));
+  EXPECT_EQ(b.Recent("n/a", b.cache().Get("n/a"))->at("metadata")["resourceVersion"], "5");
+  b.cache().Upsert(Object("a", 6));  // the finalizer removed
+  b.cache().Remove(Object("a", 7));  // gone
+  EXPECT_EQ(b.Recent("n/a", b.cache().Get("n/a")), nullptr);
+  // Gone before the cache ever held it: the cache's version passing the write's says so.
+  b.Remember(*Object("b", 8));
+  EXPECT_NE(b.Recent("n/b", nullptr), nullptr);
+  b.cache().Advance(9);
+  EXPECT_EQ(b.Recent("n/b", nullptr), nullptr);
 }
 
 }  // namespace
