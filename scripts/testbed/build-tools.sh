@@ -6,7 +6,7 @@
 # Prints the bin directory of each project built. Idempotent; safe to interrupt (a build only
 # counts once its .complete marker exists).
 #
-#   scripts/testbed/build-tools.sh etcd kubernetes kwok kueue helm
+#   scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cache=${GPUSTACK_TESTBED_CACHE:-$HOME/.cache/gpustack-testbed}
@@ -32,6 +32,19 @@ recipe_kubernetes() {
   go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$1/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet
+}
+
+# The real node's Service proxy (scripts/testbed/kubelet.sh): NodePorts, as Instances' SSH uses
+# them. A tools module of its own, so adding it rebuilt none of the other Kubernetes binaries.
+recipe_kube-proxy() {
+  local version minor
+  version=$(module_version k8s.io/kubernetes)
+  minor=${version#v1.}
+  minor=${minor%%.*}
+  local p=k8s.io/component-base/version
+  go build -trimpath -tags selinux,notest \
+    -ldflags "-s -w -X $p.gitVersion=$version -X $p.gitMajor=1 -X $p.gitMinor=$minor" \
+    -o "$1/" k8s.io/kubernetes/cmd/kube-proxy
 }
 
 recipe_kwok() {

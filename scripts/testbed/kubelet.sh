@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tier B of the test control plane: a real node. Starts Debian's containerd (with runc and the
-# CNI bridge plugin) and the testbed's kubelet, registered to a running testbed's apiserver, with
+# CNI bridge plugin), the testbed's kubelet, registered to a running testbed's apiserver, and
+# kube-proxy (iptables; NodePorts on the node's address, as Instances' SSH uses them), with
 # a local image (busybox-static and a static pause binary) imported into containerd, so real
 # Pods run. Root only; creates a bridge (tbcni0) and network namespaces, removed by `down`.
 #
@@ -151,7 +152,34 @@ resolvConf: /etc/resolv.conf
 address: $ip
 EOF
   start_kubelet "$ip"
+  start_proxy "$ip"
   echo "$node_name"
+}
+
+# kube-proxy in iptables mode: Services' NodePorts on the node's address. Stopped, and its rules
+# removed, by `down`.
+start_proxy() {
+  local ip=$1 healthz metrics
+  [ -n "${KUBE_PROXY_BIN:-}" ] || return 0
+  read -r healthz metrics < <(python3 -c 'import socket
+held = [socket.socket() for _ in range(2)]
+for s in held: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))')
+  cat >"$node/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $dir/kubeconfig}
+hostnameOverride: $node_name
+bindAddress: $ip
+mode: iptables
+nodePortAddresses: ["$ip/32"]
+healthzBindAddress: "127.0.0.1:$healthz"
+metricsBindAddress: "127.0.0.1:$metrics"
+conntrack: {maxPerCore: 0}
+EOF
+  setsid "$KUBE_PROXY_BIN/kube-proxy" --config "$node/kube-proxy.yaml" \
+    >>"$dir/logs/kube-proxy.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/kube-proxy"
 }
 
 cmd_down() {
@@ -167,7 +195,7 @@ cmd_down() {
     done
   fi
   local c pid
-  for c in kubelet containerd; do
+  for c in kube-proxy kubelet containerd; do
     if pid=$(ours "$c"); then
       kill -TERM "$pid"
       for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -178,6 +206,7 @@ cmd_down() {
   pkill -f "containerd-shim.*$sock" 2>/dev/null || true
   findmnt -rn -o TARGET | grep -F "$node/" | sort -r | xargs -r umount -l 2>/dev/null || true
   ip link del tbcni0 2>/dev/null || true
+  [ -z "${KUBE_PROXY_BIN:-}" ] || "$KUBE_PROXY_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   kubectl_ delete node "$node_name" --wait=false >/dev/null 2>&1 || true
   rm -rf "$node"
 }

@@ -336,21 +336,23 @@ cmd_up() {
   [ "$KWOK_NODES" -gt 0 ] && projects+=(kwok)
   [ "$WITH_KUEUE" = 1 ] && projects+=(kueue)
   [ "$WITH_HELM" = 1 ] && projects+=(helm)
+  [ "$WITH_KUBELET" = 1 ] && projects+=(kube-proxy)
   local bins
   mapfile -t bins < <("$here/build-tools.sh" "${projects[@]}")
   [ ${#bins[@]} -eq ${#projects[@]} ] || die "building ${projects[*]} failed"
-  ETCD_BIN=${bins[0]} KUBE_BIN=${bins[1]} KWOK_BIN="" KUEUE_BIN="" HELM_BIN=""
+  ETCD_BIN=${bins[0]} KUBE_BIN=${bins[1]} KWOK_BIN="" KUEUE_BIN="" HELM_BIN="" KUBE_PROXY_BIN=""
   local i=2
   [ "$KWOK_NODES" -gt 0 ] && { KWOK_BIN=${bins[$i]}; i=$((i + 1)); }
   [ "$WITH_KUEUE" = 1 ] && { KUEUE_BIN=${bins[$i]}; i=$((i + 1)); }
-  [ "$WITH_HELM" = 1 ] && HELM_BIN=${bins[$i]}
+  [ "$WITH_HELM" = 1 ] && { HELM_BIN=${bins[$i]}; i=$((i + 1)); }
+  [ "$WITH_KUBELET" = 1 ] && KUBE_PROXY_BIN=${bins[$i]}
 
   mkdir -p "$dir"/{cmd,pids,logs,kueue}
   dir=$(cd "$dir" && pwd)
   read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT SCHEDULER_PORT KCM_PORT KWOK_PORT \
     KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT < <(free_ports 9)
   local v
-  for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
+  for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN KUBE_PROXY_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
     SCHEDULER_PORT KCM_PORT KWOK_PORT KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT \
     WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM WITH_KUBELET; do
     printf '%s=%q\n' "$v" "${!v}"
