@@ -20,6 +20,9 @@ packages=(
   openssl curl python3 python3-yaml
   # its real node (scripts/testbed/kubelet.sh): container runtime, CNI, a static busybox image
   containerd runc containernetworking-plugins busybox-static iptables
+  # Instances' SSH sidecar (scripts/images.sh packs sshd from the downloaded, never installed,
+  # openssh-server package) and the client the tests log in with
+  openssh-client
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus                  # promtool: the node daemon's /metrics is checked with it

@@ -95,6 +95,8 @@ def main():
     p.add_argument("--ref", required=True, action="append", help="image name(s) to import as")
     p.add_argument("--out", required=True)
     p.add_argument("--entrypoint", nargs="*", default=[])
+    # Arguments of the entrypoint that look like options ("-D"), one per flag.
+    p.add_argument("--entrypoint-arg", action="append", default=[])
     p.add_argument("--user", default="")
     p.add_argument("--env", action="append", default=[])
     p.add_argument("--workdir", default="/")
@@ -109,7 +111,7 @@ def main():
     blobs = {sha256(layer): layer}
     config = {
         "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": args.entrypoint or None,
+        "config": {"Entrypoint": (args.entrypoint + args.entrypoint_arg) or None,
                    "Env": args.env, "User": args.user, "WorkingDir": args.workdir,
                    "Labels": dict(l.split("=", 1) for l in args.label)},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + sha256(layer)]},
