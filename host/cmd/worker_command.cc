@@ -170,6 +170,8 @@ Command AddWorker(CLI::App& root) {
       ->check(CLI::ValidIPV4);
   worker->add_flag("!--no-node-devices-check", o.node_check,
                    "Do not judge Workloads for the gpustack-node-devices AdmissionCheck");
+  worker->add_flag("!--no-instance-controller", o.instance_controller,
+                   "Do not run Instances (no Pods, Services or status for them)");
   worker->add_flag("!--no-requeue-refused-pods", o.requeue_refused_pods,
                    "Leave a queued Pod the node refused after gate 3's Ready Failed instead of "
                    "replacing it");

@@ -88,6 +88,16 @@ std::chrono::system_clock::time_point TimeOf(const ASN1_TIME* t) {
 
 }  // namespace
 
+Result<std::string> MakePrivateKey() {
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return Error{"cannot make a P-256 key", Code::kInternal};
+  std::string pem = Pem([&](BIO* b) {
+    return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  });
+  if (pem.empty()) return Error{"cannot write a P-256 key", Code::kInternal};
+  return pem;
+}
+
 Result<KeyPair> MakeCertificateAuthority(const std::string& common_name,
                                          std::chrono::seconds validity) {
   Key key(EVP_EC_gen("P-256"));

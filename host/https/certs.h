@@ -19,6 +19,9 @@ struct KeyPair {
   std::string key_pem;
 };
 
+// A fresh P-256 private key, PKCS#8 PEM (OpenSSH reads it too: an Instance's SSH host key).
+Result<std::string> MakePrivateKey();
+
 // A self-signed P-256 CA that may sign serving certificates only (pathlen 0).
 Result<KeyPair> MakeCertificateAuthority(const std::string& common_name,
                                          std::chrono::seconds validity);

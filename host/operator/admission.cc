@@ -47,7 +47,8 @@ bool AddFitAffinity(Json& pod_spec, const FitNeeds& needs, const std::string& ak
   return changed;
 }
 
-// The manufacturer whose cards an accelerated InstanceType pools.
+}  // namespace
+
 std::string ManufacturerOf(const Json& instance_type, const ManufacturerTable& table) {
   if (std::string m = StringAt(instance_type, {"status", "detail", "manufacturer"}); !m.empty())
     return m;
@@ -57,6 +58,8 @@ std::string ManufacturerOf(const Json& instance_type, const ManufacturerTable& t
   }
   return {};
 }
+
+namespace {
 
 // The derived keys of one request, as the container must carry them.
 std::map<std::string, std::string> DerivedKeys(const ledger::Request& r) {
@@ -597,18 +600,9 @@ constexpr const char* kTemplateFields[] = {"type",
 
 }  // namespace
 
-Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& view) {
-  if (request.kind != "Instance" || !request.object.is_object() ||
-      (request.operation != "CREATE" && request.operation != "UPDATE"))
-    return Verdict{};
-  const Json* spec = ObjectAt(request.object, {"spec"});
-  if (spec == nullptr || !view.instance_type_by_name) return Verdict{};
-  auto type = view.instance_type_by_name(spec->value("type", ""));
-  if (!type) return Verdict{};  // validation names it
-  Json resources = spec->value("resources", Json::object());
-  if (!resources.is_object()) return Verdict{};
-  const Json before = resources;
-  const bool accelerated = (*type)["spec"].value("acceleratable", false);
+Json DefaultedInstanceResources(const Json& resources_in, const Json& type) {
+  Json resources = resources_in.is_object() ? resources_in : Json::object();
+  const bool accelerated = JsonAt(type, {"spec", "acceleratable"}) == true;
   InstanceAsk ask = AskOf(resources);
   if (accelerated && !ask.accelerator_given) {
     resources["accelerator"] = 1;
@@ -616,8 +610,10 @@ Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& vie
   }
   if (ask.memory_percentage > 0 && ask.cores_percentage == 0)
     resources["acceleratorSlicedCoresPercentage"] = 100;  // docs/decisions.md D6
-  const Json unit = (*type)["spec"].value("unitResources", Json::object());
-  const int64_t share = accelerated ? UnitShareMilli(ask, *type) : 1000;
+  const Json unit = JsonAt(type, {"spec", "unitResources"}).is_object()
+                        ? JsonAt(type, {"spec", "unitResources"})
+                        : Json::object();
+  const int64_t share = accelerated ? UnitShareMilli(ask, type) : 1000;
   if (!resources.contains("cpu")) {
     if (auto cpu = kube::MilliOf(unit.value("cpu", Json())))
       resources["cpu"] = kube::FormatMilli(std::max<int64_t>(1, *cpu * share / 1000));
@@ -626,6 +622,20 @@ Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& vie
     if (auto ram = kube::MilliOf(unit.value("ram", Json())))
       resources["ram"] = kube::FormatBytes(*ram / 1000 * share / 1000);
   }
+  return resources;
+}
+
+Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& view) {
+  if (request.kind != "Instance" || !request.object.is_object() ||
+      (request.operation != "CREATE" && request.operation != "UPDATE"))
+    return Verdict{};
+  const Json* spec = ObjectAt(request.object, {"spec"});
+  if (spec == nullptr || !view.instance_type_by_name) return Verdict{};
+  auto type = view.instance_type_by_name(spec->value("type", ""));
+  if (!type) return Verdict{};  // validation names it
+  const Json before = spec->value("resources", Json::object());
+  if (!before.is_object()) return Verdict{};
+  const Json resources = DefaultedInstanceResources(before, *type);
   Verdict verdict;
   if (resources != before)
     verdict.patch.push_back({{"op", "add"}, {"path", "/spec/resources"}, {"value", resources}});

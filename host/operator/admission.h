@@ -81,6 +81,14 @@ struct AdmissionView {
   bool nodes_pinned = false;
 };
 
+// The manufacturer whose cards an accelerated InstanceType pools ("" for a CPU-only one).
+std::string ManufacturerOf(const Json& instance_type, const ManufacturerTable& table);
+
+// An Instance's spec.resources with the defaults filled in (docs/behaviour.md §4.4, §7): an
+// accelerated type's Instance asks for 1 card when it names none, a slice's compute defaults to
+// 100 %, and cpu/ram default to the type's unit scaled by what the Instance takes of a card.
+Json DefaultedInstanceResources(const Json& resources, const Json& type);
+
 // What folding a Pod's request needs, read from the InstanceType's status.detail.
 ledger::FoldContext FoldContextOf(const Json* instance_type);
 

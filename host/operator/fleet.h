@@ -61,6 +61,8 @@ struct Manufacturer {
   // The vendor's admission constraints, as its plugin declares them (ABI 1.2).
   bool one_card_per_container = false;
   uint32_t min_slice_memory_percentage = 0;  // 0: any
+  // The RuntimeClass its workloads run with, when one of this name exists ("nvidia").
+  std::string runtime_class = {};
   ledger::ResourceKind Kind() const { return {key, base, partition_kind}; }
 };
 using ManufacturerTable = std::map<std::string, Manufacturer>;

@@ -30,7 +30,29 @@ constexpr Binding kBindings[] = {
     {"workload-fit-affinity", &Settings::workload_fit_affinity},
     {"instance-privileged-allowed", &Settings::instance_privileged_allowed},
     {"instance-host-path-volume-allowed", &Settings::instance_host_path_volume_allowed},
+    {"instance-general-resources-overcommit", &Settings::instance_resources_overcommit},
 };
+
+struct TextBinding {
+  const char* name;
+  std::string Settings::*field;
+};
+constexpr TextBinding kTextBindings[] = {
+    {"instance-ssh-server-image", &Settings::instance_ssh_server_image},
+    {"instance-access-static-address", &Settings::instance_access_static_address},
+    {"instance-access-wildcard-dns", &Settings::instance_access_wildcard_dns},
+    {"container-registry", &Settings::container_registry},
+    {"container-namespace", &Settings::container_namespace},
+    {"image-pull-secrets", &Settings::image_pull_secrets},
+    {"image-pull-policy", &Settings::image_pull_policy},
+};
+
+// Whitespace around a value is a typo, never meant.
+std::string Trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
 
 }  // namespace
 
@@ -55,7 +77,7 @@ const std::vector<SettingInfo>& KnownSettings() {
        "Scale an Instance's requests below its limits (never above)."},
       {"instance-persistent-volume-placement", "true",
        "A persistent volume's node affinity drives its Instance's placement."},
-      {"instance-ssh-server-image", "gpustack/ssh-server:v1.3.0",
+      {"instance-ssh-server-image", DefaultSshServerImage(),
        "The image of the Instances' SSH sidecar.", false},
       {"instance-access-static-address", "", "A fixed address Instances are reached at.", false},
       {"instance-access-wildcard-dns", "",
@@ -68,6 +90,10 @@ const std::vector<SettingInfo>& KnownSettings() {
       {"image-pull-policy", "IfNotPresent", "The pull policy of built-in images.", false},
   };
   return known;
+}
+
+std::string DefaultSshServerImage() {
+  return std::string("gpustack/gpustack-ssh-server:v") + GPUSTACK_VERSION;
 }
 
 std::string EnvironmentName(const std::string& setting) {
@@ -98,6 +124,22 @@ Result<std::map<std::string, std::string>> SeedValues(
 Settings ParseSettings(const std::map<std::string, std::string>& values,
                        std::vector<std::string>* problems) {
   Settings settings;
+  for (const SettingInfo& s : KnownSettings()) {
+    for (const TextBinding& b : kTextBindings)
+      if (s.name == b.name) settings.*(b.field) = s.default_value;
+  }
+  for (const TextBinding& b : kTextBindings) {
+    if (auto it = values.find(b.name); it != values.end()) settings.*(b.field) = Trimmed(it->second);
+  }
+  if (settings.instance_ssh_server_image.empty())
+    settings.instance_ssh_server_image = DefaultSshServerImage();
+  if (settings.image_pull_policy != "Always" && settings.image_pull_policy != "Never" &&
+      settings.image_pull_policy != "IfNotPresent") {
+    if (problems != nullptr && !settings.image_pull_policy.empty())
+      problems->push_back("setting image-pull-policy = '" + settings.image_pull_policy +
+                          "' is not Always, IfNotPresent or Never; keeping IfNotPresent");
+    settings.image_pull_policy = "IfNotPresent";
+  }
   for (const Binding& b : kBindings) {
     auto it = values.find(b.name);
     if (it == values.end()) continue;

@@ -27,7 +27,19 @@ struct Settings {
   bool workload_fit_affinity = true;
   bool instance_privileged_allowed = false;        // read by the Instance webhook
   bool instance_host_path_volume_allowed = false;  // read by the Instance webhook
+  // Read by the Instance controller (docs/behaviour.md §7).
+  bool instance_resources_overcommit = true;
+  std::string instance_ssh_server_image;
+  std::string instance_access_static_address;
+  std::string instance_access_wildcard_dns;
+  std::string container_registry;   // replaces the registry of built-in images
+  std::string container_namespace;  // replaces their namespace
+  std::string image_pull_secrets;   // comma-separated Secret names for built-in images
+  std::string image_pull_policy;
 };
+
+// The SSH sidecar image scripts/images.sh builds (the default of instance-ssh-server-image).
+std::string DefaultSshServerImage();
 
 struct SettingInfo {
   std::string name;  // "node-management-manual"

@@ -15,6 +15,7 @@
 #include "host/kube/leader_election.h"
 #include "host/kube/workqueue.h"
 #include "host/loader/dlopen_source.h"
+#include "host/operator/instance_controller.h"
 #include "host/operator/reconciler.h"
 #include "host/runtime/node_config.h"
 
@@ -43,6 +44,9 @@ struct Counters {
   // The leader's re-queueing of Pods the node refused, while it leads.
   PodRequeuer* requeuer = nullptr;
   RequeueCounters last_requeue;
+  // The leader's Instance controller, while it leads.
+  InstanceController* instances = nullptr;
+  InstanceCounters last_instances;
 };
 
 // Everything in the settings that node facts, labels and counting keys depend on.
@@ -91,7 +95,12 @@ class ReconcileLoop {
     log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
                devices_->Size(), instance_types_->Size());
     queue_.Add("sync");
-    std::jthread checking, requeueing;
+    std::jthread checking, requeueing, instancing;
+    if (instances_) {
+      instancing = std::jthread([this](std::stop_token own) { instances_->Run(own); });
+      std::lock_guard lock(counters_.mutex);
+      counters_.instances = instances_.get();
+    }
     if (node_check_) {
       checking = std::jthread([this](std::stop_token own) { node_check_->Run(own); });
       if (requeuer_)
@@ -102,6 +111,13 @@ class ReconcileLoop {
     }
     std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
     Loop();
+    if (instancing.joinable()) {
+      instancing.request_stop();
+      instancing.join();
+      std::lock_guard lock(counters_.mutex);
+      counters_.last_instances = instances_->Counters();
+      counters_.instances = nullptr;
+    }
     if (checking.joinable()) {
       checking.request_stop();
       checking.join();
@@ -184,6 +200,19 @@ class ReconcileLoop {
                                                        *nodes_, *instance_types_);
       if (options_.requeue_refused_pods)
         requeuer_ = std::make_unique<PodRequeuer>(client_, options_.requeue);
+    }
+    if (options_.instance_controller) {
+      instances_ = std::make_unique<InstanceController>(
+          client_, InstanceControllerInputs{.nodes = nodes_.get(),
+                                            .instance_types = instance_types_.get(),
+                                            .queues = queues_.get(),
+                                            .settings =
+                                                [this] {
+                                                  std::vector<std::string> ignored;
+                                                  return ReadSettings(&ignored);
+                                                },
+                                            .manufacturers = &options_.manufacturers});
+      for (kube::Informer* i : instances_->informers()) informers_.push_back(i);
     }
     pods_->AddEventHandler(
         {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod.get()); },
@@ -397,6 +426,7 @@ class ReconcileLoop {
   Caches caches_;
   std::unique_ptr<NodeDevicesCheck> node_check_;
   std::unique_ptr<PodRequeuer> requeuer_;
+  std::unique_ptr<InstanceController> instances_;
   std::map<std::string, Cached> facts_;
   std::mutex cpu_mutex_;
   std::map<std::string, int64_t> node_cpu_;  // millicores
@@ -441,6 +471,23 @@ Status Prepare(kube::Client& client, const WorkerOptions& options) {
   return Ok{};
 }
 
+// A summary family: the 0.5, 0.9 and 0.99 quantiles of `values`, and their count.
+void Quantiles(std::string& out, const std::string& name, const std::string& help,
+               std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " summary\n";
+  for (double q : {0.5, 0.9, 0.99}) {
+    const double v =
+        values.empty()
+            ? 0
+            : values[std::min(values.size() - 1,
+                              static_cast<size_t>(q * static_cast<double>(values.size())))];
+    out += name + "{quantile=\"" + std::to_string(q).substr(0, 4) + "\"} " + std::to_string(v) +
+           "\n";
+  }
+  out += name + "_count " + std::to_string(values.size()) + "\n";
+}
+
 std::string RenderMetrics(Counters& c) {
   std::lock_guard lock(c.mutex);
   std::string out;
@@ -482,21 +529,23 @@ std::string RenderMetrics(Counters& c) {
   family("gpustack_node_devices_write_failures_total", "counter",
          "Verdicts the apiserver refused (retried).");
   sample("gpustack_node_devices_write_failures_total", std::to_string(check.write_failures));
-  std::vector<double> sorted = check.decision_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  family("gpustack_node_devices_decision_seconds", "summary",
-         "Time to judge one Workload (the most recent 4096).");
-  for (double q : {0.5, 0.9, 0.99}) {
-    const double v =
-        sorted.empty()
-            ? 0
-            : sorted[std::min(sorted.size() - 1,
-                              static_cast<size_t>(q * static_cast<double>(sorted.size())))];
-    sample("gpustack_node_devices_decision_seconds{quantile=\"" + std::to_string(q).substr(0, 4) +
-               "\"}",
-           std::to_string(v));
-  }
-  sample("gpustack_node_devices_decision_seconds_count", std::to_string(sorted.size()));
+  Quantiles(out, "gpustack_node_devices_decision_seconds",
+            "Time to judge one Workload (the most recent 4096).", check.decision_seconds);
+  const InstanceCounters instances = c.instances ? c.instances->Counters() : c.last_instances;
+  family("gpustack_instance_reconciles_total", "counter",
+         "Instance reconciles, by outcome (a failure is retried with backoff).");
+  sample("gpustack_instance_reconciles_total{outcome=\"ok\"}",
+         std::to_string(instances.reconciles - instances.failures));
+  sample("gpustack_instance_reconciles_total{outcome=\"failed\"}",
+         std::to_string(instances.failures));
+  family("gpustack_instance_pods_total", "counter", "Instance Pods made and deleted.");
+  sample("gpustack_instance_pods_total{action=\"created\"}", std::to_string(instances.pods_created));
+  sample("gpustack_instance_pods_total{action=\"deleted\"}", std::to_string(instances.pods_deleted));
+  family("gpustack_instance_forced_stops_total", "counter",
+         "Instances stopped because their queue was drained or their InstanceType went.");
+  sample("gpustack_instance_forced_stops_total", std::to_string(instances.stops_forced));
+  Quantiles(out, "gpustack_instance_reconcile_seconds",
+            "Time to reconcile one Instance (the most recent 4096).", instances.reconcile_seconds);
   return out;
 }
 
@@ -607,7 +656,8 @@ Result<ManufacturerTable> LoadManufacturers(
     }
     table[id.manufacturer] = {
         id.manufacturer,  id.base_resource_name,       id.partition_kind,
-        candidate.origin, id.one_card_per_container(), id.min_slice_memory_percentage};
+        candidate.origin, id.one_card_per_container(), id.min_slice_memory_percentage,
+        id.runtime_class};
   }
   for (const runtime::SourceProblem& p : source_problems)
     if (p.fatal) return Error{p.message, Code::kInvalidArgument};

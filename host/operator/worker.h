@@ -41,6 +41,8 @@ struct WorkerOptions {
   bool node_check = true;
   NodeCheckOptions node_check_options;
   bool requeue_refused_pods = true;  // with node_check: docs/decisions.md D20
+  // The Instance controller (docs/behaviour.md §7).
+  bool instance_controller = true;
   RequeuePolicy requeue;
   // Reads GPUSTACK_<SETTING> for the first-start seed.
   std::function<std::string(const std::string&)> getenv;

@@ -7,6 +7,7 @@ patch flips a reconciler (and the time it takes is printed). The tests run in or
 on what the previous one left."""
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -295,7 +296,11 @@ class ApiE2e(unittest.TestCase):
         settings = get_json("settings", "-n", NS)["items"]
         by = {s["metadata"]["name"]: s for s in settings}
         self.assertIn("node-management-manual", by)
-        self.assertEqual(by["instance-ssh-server-image"]["status"]["value"], "gpustack/ssh-server:v1.3.0")
+        # The default is the sidecar image scripts/images.sh builds, at the project's version.
+        with open(os.path.join(REPO, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(gpustack_operator VERSION ([0-9.]+)", f.read()).group(1)
+        self.assertEqual(by["instance-ssh-server-image"]["status"]["value"],
+                         f"gpustack/gpustack-ssh-server:v{version}")
         self.assertNotIn("value", by["node-management-manual"]["spec"])
         bad = kubectl("-n", NS, "patch", "setting", "instance-privileged-allowed", "--type", "merge",
                       "-p", '{"spec":{"value":"maybe"}}', check=False)
