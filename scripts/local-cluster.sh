@@ -54,8 +54,9 @@ load_env() {
 }
 
 # The values that make the chart run on this machine's test control plane: its apiserver listens
-# on loopback with no kube-proxy, so the worker and the daemon use the node's network and reach
-# it at 127.0.0.1; the daemon sees the simulated cards; the example plugin comes as an image.
+# on loopback (kube-proxy serves only NodePorts, on the node's address), so the worker and the
+# daemon use the node's network and reach it at 127.0.0.1; the daemon sees the simulated cards;
+# the example plugin comes as an image.
 cmd_values() {
   load_env
   local ports worker_port webhook_port dm_port
@@ -93,6 +94,7 @@ worker:
     - &api-port {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
 deviceManager:
   hostNetwork: true
+  createRuntimeClasses: false  # the node's containerd has runc only: no vendor runtime to name
   securePort: $dm_port
   podResourcesSocket: $dir/node/kubelet/pod-resources/kubelet.sock
   dataDir: $dir/node/gpustack
@@ -166,7 +168,7 @@ cmd_up() {
   step "building the images (scripts/images.sh)" "$dir.images.log"
   scripts/images.sh >"$dir.images.log" 2>&1
   step "building the control plane's tools, once (Go; cached in ~/.cache/gpustack-testbed)" "$dir.tools.log"
-  scripts/testbed/build-tools.sh etcd kubernetes kwok kueue helm >"$dir.tools.log" 2>&1
+  scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm >"$dir.tools.log" 2>&1
   step "packaging the chart's subcharts (scripts/chart-deps.sh)" "$dir.tools.log"
   scripts/chart-deps.sh >>"$dir.tools.log" 2>&1
   step "starting the control plane, Kueue, 3 kwok nodes and a real node" "$dir.testbed.log"
@@ -175,7 +177,7 @@ cmd_up() {
   load_env
   step "importing the images into the node's containerd"
   scripts/testbed/kubelet.sh import --dir "$dir" build/images/gpustack-operator.tar \
-    build/images/gpustack-plugin-example.tar
+    build/images/gpustack-ssh-server.tar build/images/gpustack-plugin-example.tar
   step "helm install $release (charts/gpustack-operator, values: $dir/values.yaml)" "$dir/logs/helm.log"
   cmd_values >"$dir/values.yaml"
   local t0=$SECONDS
