@@ -106,7 +106,10 @@ ssh_root=$out/work/ssh-root
 rm -rf "$ssh_root"
 for deb in "$debs"/openssh-server_*.deb "$debs"/libwrap0_*.deb; do dpkg-deb -x "$deb" "$ssh_root"; done
 ssh_args=(--ref "docker.io/gpustack/gpustack-ssh-server:v$version" --out "$out/gpustack-ssh-server.tar"
-  --entrypoint /usr/sbin/sshd --entrypoint-arg=-D --entrypoint-arg=-e
+  # sshd gives a session a fresh environment: the container's VOLUME_MOUNT_PATH (the Instance's
+  # workspace, where a login starts) reaches it through SetEnv.
+  --entrypoint /bin/sh --entrypoint-arg=-c
+  --entrypoint-arg='exec /usr/sbin/sshd -D -e -o "SetEnv=VOLUME_MOUNT_PATH=\"${VOLUME_MOUNT_PATH:-/}\""'
   --env PATH=/usr/sbin:/usr/bin:/bin
   --label "org.opencontainers.image.version=v$version"
   --file "$ssh_root/usr/sbin/sshd:/usr/sbin/sshd:0755"

@@ -3,8 +3,9 @@
 # (scripts/local-cluster.sh: the test control plane, Kueue, kwok GPU nodes and a real node that
 # simulates 4 T4 cards, the images built here, `helm install` of charts/gpustack-operator), then
 # a walkthrough (scripts/walkthrough.py): Pods of each shape, one queued until a card is free,
-# `kubectl get instancetypes` and where each Pod landed with what it was granted. The cluster
-# stays up; its KUBECONFIG is printed last.
+# `kubectl get instancetypes` and where each Pod landed with what it was granted; then the Quick
+# Start's sliced Instance and an Instance with an SSH sidecar, and the ssh command that logs into
+# it. The cluster stays up; its KUBECONFIG is printed last.
 #
 #   scripts/run.sh            bring up the local cluster and walk through it (root)
 #   scripts/run.sh down       remove it
@@ -23,8 +24,8 @@ case ${1:-} in
     scripts/local-cluster.sh up --dir "$dir"
     # shellcheck disable=SC1091
     source "$dir/env"
-    echo "[walkthrough] Pods of each shape in namespace walkthrough" >&2
-    python3 scripts/walkthrough.py "$KUBE_BIN/kubectl" "$dir/kubeconfig" || {
+    echo "[walkthrough] Pods of each shape in namespace walkthrough, then Instances in default" >&2
+    python3 scripts/walkthrough.py "$KUBE_BIN/kubectl" "$dir/kubeconfig" "$dir/ssh" || {
       echo "run.sh: the walkthrough failed; the cluster is still up (worker log: kubectl -n gpustack-system logs deploy/gpustack-operator-worker)" >&2
       exit 1
     }
@@ -33,6 +34,7 @@ case ${1:-} in
 The local cluster is up. Use it with:
   export KUBECONFIG=$dir/kubeconfig PATH=$KUBE_BIN:$HELM_BIN:\$PATH
   kubectl get instancetypes; kubectl get devices; kubectl -n walkthrough get pods -o wide
+  kubectl get instances; kubectl exec sliced-demo -- env
 Remove it with: scripts/run.sh down
 EOT
     ;;

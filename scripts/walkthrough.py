@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The local cluster's walkthrough (scripts/run.sh): Pods of each shape through the five gates,
-one that finds no card queued until another finishes, then where each landed and what it got.
+one that finds no card queued until another finishes, then where each landed and what it got;
+then the Quick Start's sliced Instance and an Instance with an SSH sidecar, with the ssh command
+that reaches it (its key made in KEY_DIR).
 
-  scripts/walkthrough.py KUBECTL KUBECONFIG
+  scripts/walkthrough.py KUBECTL KUBECONFIG KEY_DIR
 """
 import json
+import os
 import subprocess
 import sys
 import time
 
-KUBECTL, KUBECONFIG = sys.argv[1], sys.argv[2]
+KUBECTL, KUBECONFIG, KEY_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
 NS = "walkthrough"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ALLOCATED = "device.gpustack.ai/accelerator.allocated"
@@ -45,6 +48,65 @@ def pool_entrances():
     if not t4 or not cpu:
         raise SystemExit("walkthrough: no T4 or CPU pool with an entrance yet")
     return t4, cpu
+
+
+def t4_pool():
+    for it in get_json("get", "instancetypes")["items"]:
+        group = it.get("spec", {}).get("acceleratorGroup", "") or ""
+        if "t4" in group.lower() and not it["metadata"]["name"].startswith("gpustack-aware"):
+            return it["metadata"]["name"]
+    raise SystemExit("walkthrough: no T4 pool")
+
+
+def wait_instance(name, ns, ready=lambda status: True, seconds=180):
+    deadline = time.time() + seconds
+    status = {}
+    while time.time() < deadline:
+        status = get_json("get", "instances", "-n", ns, name).get("status", {})
+        if status.get("phase") == "Ready" and ready(status):
+            return status
+        time.sleep(1)
+    raise SystemExit(f"walkthrough: Instance {ns}/{name} is not Ready: {json.dumps(status)}")
+
+
+def instances():
+    """The Quick Start's step 3 Instance (its type the T4 pool, its image the node's busybox), and
+    one with an SSH sidecar."""
+    t4 = t4_pool()
+    quick_start = {
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "Instance",
+        "metadata": {"name": "sliced-demo", "namespace": "default"},
+        "spec": {"type": t4, "image": "docker.io/library/busybox:local",
+                 "command": ["sleep", "86400"],
+                 "resources": {"accelerator": "1", "acceleratorSlicedMemoryPercentage": 20,
+                               "acceleratorSlicedCoresPercentage": 100},
+                 "volume": {"ephemeral": {"capacity": "1Gi"}}}}
+    say(f"sliced-demo: the Quick Start's Instance, 20 % of a T4's memory (InstanceType {t4})")
+    kubectl("apply", "-f", "-", stdin=json.dumps(quick_start))
+    wait_instance("sliced-demo", "default")
+    env = [line for line in kubectl("exec", "-n", "default", "sliced-demo", "--", "env").splitlines()
+           if line.startswith(("CUDA_DEVICE_", "NVIDIA_VISIBLE_DEVICES"))]
+    say("kubectl exec sliced-demo -- env: " + " ".join(sorted(env)))
+
+    key = os.path.join(KEY_DIR, "id_ed25519")
+    if not os.path.exists(key):
+        os.makedirs(KEY_DIR, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    with open(key + ".pub") as f:
+        public_key = f.read().strip()
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "InstanceSSHPublicKey",
+        "metadata": {"name": "walkthrough", "namespace": "default"},
+        "spec": {"publicKey": public_key}}))
+    ssh_demo = json.loads(json.dumps(quick_start))
+    ssh_demo["metadata"]["name"] = "ssh-demo"
+    ssh_demo["spec"]["sshPublicKey"] = {"name": "walkthrough"}
+    say("ssh-demo: a 20 % slice with an SSH sidecar (its key: InstanceSSHPublicKey walkthrough)")
+    kubectl("apply", "-f", "-", stdin=json.dumps(ssh_demo))
+    status = wait_instance("ssh-demo", "default", lambda s: s.get("ports") and s.get("hostIPs"))
+    port = next(p["nodePort"] for p in status["ports"] if p["port"] == 22)
+    return (f"ssh -i {key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+            f"-p {port} root@{status['hostIPs'][0]['ip']}")
 
 
 def pod(name, queue, limits):
@@ -130,6 +192,13 @@ def main():
     width = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}")
+
+    print(file=sys.stderr)
+    ssh = instances()
+    print()
+    print(kubectl("get", "instances", "-n", "default"))
+    print("Log into ssh-demo (a shell in its main container, no capability, its slice's cap):")
+    print(f"  {ssh}")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,7 @@ class Instances(unittest.TestCase):
         before = wait("the T4 pool's SL view", lambda: sl_view(self.t4))
         t0 = time.time()
         apply(quick_start(self.t4))
+        self.addCleanup(delete_instance, "sliced-demo")
         status = wait_phase("sliced-demo", "Ready")
         say(f"sliced-demo Ready in {time.time() - t0:.1f} s: {json.dumps(status)}")
         self.assertEqual(status["nodeName"], NODE)
@@ -212,15 +213,17 @@ class Instances(unittest.TestCase):
         apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "InstanceSSHPublicKey",
                "metadata": {"name": "e2e-key", "namespace": NS}, "spec": {"publicKey": public}})
         apply(quick_start(self.t4, name="ssh-demo", sshPublicKey={"name": "e2e-key"}))
+        self.addCleanup(delete_instance, "ssh-demo")
         status = wait_phase("ssh-demo", "Ready")
         status = wait("the SSH node port", lambda: (instance("ssh-demo")["status"]
                                                     if instance("ssh-demo")["status"].get("ports")
                                                     else None))
         main_env = kubectl("exec", "-n", NS, "ssh-demo", "-c", "main", "--", "env").stdout
         done = wait("an SSH login", lambda: (lambda d: d if d.returncode == 0 else None)(
-            self.ssh(status, "cat /proc/self/status; env; busybox mknod /tmp/node c 1 3; "
+            self.ssh(status, "pwd; cat /proc/self/status; env; busybox mknod /tmp/node c 1 3; "
                      "echo mknod=$?")), seconds=60)
         out = done.stdout
+        self.assertEqual(out.splitlines()[0], "/workspace", out)  # main's workspace
         cap_eff = next(l for l in out.splitlines() if l.startswith("CapEff:"))
         self.assertEqual(cap_eff.split()[1], "0000000000000000", out)
         self.assertIn("NoNewPrivs:\t1", out)
@@ -235,16 +238,17 @@ class Instances(unittest.TestCase):
         key_before = get("secret", "-n", NS, "ssh-demo-ssh-host-key")["data"]
         self.stop_and_start("ssh-demo")
         self.assertEqual(get("secret", "-n", NS, "ssh-demo-ssh-host-key")["data"], key_before)
-        delete_instance("ssh-demo")
 
     def stop_and_start(self, name):
-        held = {card for card, credits in card_allocations().items() if credits}
+        grant = instance(name)["status"]["allocations"][0]["accelerators"][0]
+        card, credits = grant["id"], grant["allocated"]
+        before = card_allocations()[card]
         kubectl("patch", "instances.v1.worker.gpustack.ai", "-n", NS, name, "--type", "merge",
                 "-p", '{"spec":{"stop":true}}')
         wait_phase(name, "Stopped")
         self.assertIsNone(get("pod", "-n", NS, name))
-        wait("the card freed in the node's Devices status",
-             lambda: {c for c, n in card_allocations().items() if n} < held)
+        wait(f"{card}'s {credits} credits freed in the node's Devices status",
+             lambda: card_allocations()[card] == before - credits)
         kubectl("patch", "instances.v1.worker.gpustack.ai", "-n", NS, name, "--type", "merge",
                 "-p", '{"spec":{"stop":false}}')
         wait_phase(name, "Ready")
@@ -295,6 +299,7 @@ class Instances(unittest.TestCase):
                         "resources": {"accelerator": "1",
                                       "acceleratorPartitionedProfile": "1g.10gb"},
                         "volume": {"ephemeral": {"capacity": "1Gi"}}}})
+        self.addCleanup(delete_instance, "mig-demo")
 
         def admitted():
             for w in get("workloads", "-n", NS)["items"]:
@@ -309,7 +314,6 @@ class Instances(unittest.TestCase):
             return None
         workload = wait("the MIG Instance's Workload admitted by gate 3", admitted)
         self.assertIn("mig", json.dumps(workload["spec"]["podSets"][0]["template"]))
-        delete_instance("mig-demo")
 
     def test_5_worker_killed_mid_create(self):
         # Six Instances stored at once, then the worker killed while it makes their Pods and
