@@ -103,36 +103,25 @@ InstanceController::InstanceController(kube::Client& client, InstanceControllerI
          .on_delete = owner});
   }
   // A type deleted or a queue drained stops its running Instances; anything else about them is
-  // read when the Instance is.
-  if (inputs_.instance_types != nullptr) {
-    auto by_type = [this](const ObjectPtr& t) {
-      EnqueueOfType(StringAt(*t, {"metadata", "name"}));
-    };
-    inputs_.instance_types->AddEventHandler(
-        {.on_add = by_type,
+  // read when the Instance is. Both are named after the type.
+  auto by_type_name = [this](kube::Informer* informer, auto changed) {
+    if (informer == nullptr) return;
+    auto all = [this](const ObjectPtr& o) { EnqueueOfType(StringAt(*o, {"metadata", "name"})); };
+    informer->AddEventHandler(
+        {.on_add = all,
          .on_update =
-             [this](const ObjectPtr& before, const ObjectPtr& after) {
-               if (Deleting(*before) != Deleting(*after) ||
-                   StringAt(*before, {"status", "entrance"}) !=
-                       StringAt(*after, {"status", "entrance"}))
-                 EnqueueOfType(StringAt(*after, {"metadata", "name"}));
+             [this, changed](const ObjectPtr& before, const ObjectPtr& after) {
+               if (changed(*before, *after)) EnqueueOfType(StringAt(*after, {"metadata", "name"}));
              },
-         .on_delete = by_type});
-  }
-  if (inputs_.queues != nullptr) {
-    auto by_queue = [this](const ObjectPtr& q) {
-      EnqueueOfType(StringAt(*q, {"metadata", "name"}));
-    };
-    inputs_.queues->AddEventHandler(
-        {.on_add = by_queue,
-         .on_update =
-             [this](const ObjectPtr& before, const ObjectPtr& after) {
-               if (StringAt(*before, {"spec", "stopPolicy"}) !=
-                   StringAt(*after, {"spec", "stopPolicy"}))
-                 EnqueueOfType(StringAt(*after, {"metadata", "name"}));
-             },
-         .on_delete = by_queue});
-  }
+         .on_delete = all});
+  };
+  by_type_name(inputs_.instance_types, [](const Json& before, const Json& after) {
+    return Deleting(before) != Deleting(after) ||
+           StringAt(before, {"status", "entrance"}) != StringAt(after, {"status", "entrance"});
+  });
+  by_type_name(inputs_.queues, [](const Json& before, const Json& after) {
+    return StringAt(before, {"spec", "stopPolicy"}) != StringAt(after, {"spec", "stopPolicy"});
+  });
 }
 
 InstanceController::~InstanceController() { queue_.ShutDown(); }
