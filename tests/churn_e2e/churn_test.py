@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import testbed  # noqa: E402
-from testbed import DIR, HELM, KUBECONFIG, KUBECTL  # noqa: E402
+from testbed import DIR, KUBECONFIG, KUBECTL  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
@@ -74,20 +74,6 @@ def get(*args):
 
 def wait(what, predicate, seconds=180):
     return testbed.wait(what, predicate, seconds)
-
-
-def install():
-    """The chart as scripts/local-cluster.sh installs it, on this testbed."""
-    images = [os.path.join(BUILD, "images", f"{n}.tar")
-              for n in ("gpustack-operator", "gpustack-plugin-example")]
-    run(os.path.join(REPO, "scripts/testbed/kubelet.sh"), "import", "--dir", DIR, *images)
-    values = run(os.path.join(REPO, "scripts/local-cluster.sh"), "values", "--dir", DIR).stdout
-    path = os.path.join(DIR, "churn-values.yaml")
-    with open(path, "w") as f:
-        f.write(values)
-    run(HELM, "--kubeconfig", KUBECONFIG, "install", "gpustack-operator",
-        os.path.join(REPO, "charts/gpustack-operator"), "-n", "gpustack-system",
-        "--create-namespace", "-f", path, "--wait", "--timeout", "5m", timeout=400)
 
 
 def t4_entrance():
@@ -196,7 +182,7 @@ def main():
     rng = random.Random(SEED)
     if INSTALL:
         say("installing the chart (the local cluster's values)")
-        install()
+        testbed.install_local_chart(REPO, BUILD, ["gpustack-operator", "gpustack-plugin-example"])
     wait("the node's Devices with 4 T4s",
          lambda: len([a for g in get("devices", NODE)["spec"]["groups"]
                       if g["manufacturer"] == "nvidia" for a in g["accelerators"]]) == 4)

@@ -25,7 +25,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import testbed  # noqa: E402
-from testbed import DIR, HELM, KUBECONFIG, KUBECTL  # noqa: E402
+from testbed import KUBECONFIG, KUBECTL  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
@@ -119,33 +119,14 @@ def pool_named(predicate):
     return None
 
 
-def install():
-    images = [os.path.join(BUILD, "images", f"{n}.tar")
-              for n in ("gpustack-operator", "gpustack-ssh-server", "gpustack-plugin-example")]
-    testbed.run(os.path.join(REPO, "scripts/testbed/kubelet.sh"), "import", "--dir", DIR, *images)
-    values = testbed.run(os.path.join(REPO, "scripts/local-cluster.sh"), "values", "--dir",
-                         DIR).stdout
-    path = os.path.join(DIR, "instance-values.yaml")
-    with open(path, "w") as f:
-        f.write(values)
-    testbed.run(HELM, "--kubeconfig", KUBECONFIG, "install", "gpustack-operator",
-                os.path.join(REPO, "charts/gpustack-operator"), "-n", "gpustack-system",
-                "--create-namespace", "-f", path, "--wait", "--timeout", "5m", timeout=400)
-    # The MIG node's Devices, as its node daemon would publish them (kwok runs no daemon).
-    with open(os.path.join(REPO, "tests/fixtures/nodes/expected/"
-                           "nvidia-h100x8-mig-mixed.devices.json")) as f:
-        spec = json.load(f)
-    kubectl("apply", "--server-side", "--field-manager", "instance-e2e", "-f", "-",
-            stdin=json.dumps({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices",
-                              "metadata": {"name": MIG_NODE}, "spec": spec}))
-
-
 class Instances(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if os.environ.get("INSTANCE_E2E_INSTALL", "1") == "1":
             say("installing the chart (the local cluster's values)")
-            install()
+            testbed.install_local_chart(
+                REPO, BUILD, ["gpustack-operator", "gpustack-ssh-server", "gpustack-plugin-example"])
+            testbed.publish_devices(MIG_NODE, "nvidia-h100x8-mig-mixed", REPO)
         wait("the node's Devices with 4 T4s",
              lambda: len([a for g in get("devices", NODE)["spec"]["groups"]
                           if g["manufacturer"] == "nvidia" for a in g["accelerators"]]) == 4)

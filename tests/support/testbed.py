@@ -55,3 +55,29 @@ def wait(what, predicate, seconds=120):
             last = e
         time.sleep(1)
     raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
+
+
+def install_local_chart(repo, build, images):
+    """The chart installed on this testbed as scripts/local-cluster.sh installs it: `images`
+    (names under BUILD/images, e.g. "gpustack-operator") imported into the real node, the values
+    file `local-cluster.sh values` prints, `helm install --wait`."""
+    archives = [os.path.join(build, "images", f"{name}.tar") for name in images]
+    run(os.path.join(repo, "scripts/testbed/kubelet.sh"), "import", "--dir", DIR, *archives)
+    values = run(os.path.join(repo, "scripts/local-cluster.sh"), "values", "--dir", DIR).stdout
+    path = os.path.join(DIR, "local-values.yaml")
+    with open(path, "w") as f:
+        f.write(values)
+    run(HELM, "--kubeconfig", KUBECONFIG, "install", "gpustack-operator",
+        os.path.join(repo, "charts/gpustack-operator"), "-n", "gpustack-system",
+        "--create-namespace", "-f", path, "--wait", "--timeout", "5m", timeout=400)
+
+
+def publish_devices(node, fixture, repo):
+    """A kwok node's Devices, as its node daemon would publish them (kwok runs none), from
+    tests/fixtures/nodes/expected/<fixture>.devices.json."""
+    with open(os.path.join(repo, "tests/fixtures/nodes/expected", fixture + ".devices.json")) as f:
+        spec = json.load(f)
+    run(KUBECTL, "--kubeconfig", KUBECONFIG, "apply", "--server-side", "--field-manager",
+        "gpustack-tests", "-f", "-",
+        stdin=json.dumps({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices",
+                          "metadata": {"name": node}, "spec": spec}))
