@@ -98,7 +98,10 @@ std::optional<std::string> WorkQueue::Get() {
     if (waiting_.empty()) {
       changed_.wait(lock);
     } else {
-      changed_.wait_until(lock, waiting_.begin()->first);
+      // A copy: wait_until reads its deadline again after waking, and meanwhile another
+      // consumer may have promoted (erased) the entry it came from.
+      const Clock::time_point due = waiting_.begin()->first;
+      changed_.wait_until(lock, due);
     }
   }
 }

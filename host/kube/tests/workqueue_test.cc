@@ -104,3 +104,42 @@ TEST(WorkQueue, ConcurrentWorkersProcessEveryKeyOnce) {
 
 }  // namespace
 }  // namespace gpustack::kube
+
+namespace gpustack::kube {
+namespace {
+
+// Several workers waiting for delayed keys: one promotes (and erases) the entry another one's
+// wait started from. The sanitizer build caught a wait that kept reading it.
+TEST(WorkQueue, WorkersWaitingOnDelayedKeysEachGetThemOnce) {
+  WorkQueue queue;
+  std::mutex mutex;
+  std::map<std::string, int> processed;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([&] {
+      while (auto key = queue.Get()) {
+        {
+          std::lock_guard lock(mutex);
+          processed[*key]++;
+        }
+        queue.Done(*key);
+      }
+    });
+  }
+  for (int i = 0; i < 300; ++i)
+    queue.AddAfter("delayed-" + std::to_string(i), std::chrono::microseconds(100 * (i % 20)));
+  for (int tries = 0; tries < 400; ++tries) {
+    {
+      std::lock_guard lock(mutex);
+      if (processed.size() == 300u) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  queue.ShutDown();
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(processed.size(), 300u);
+  for (const auto& [key, count] : processed) EXPECT_EQ(count, 1) << key;
+}
+
+}  // namespace
+}  // namespace gpustack::kube
