@@ -56,10 +56,10 @@ bool HasFinalizer(const Json& object) {
 
 }  // namespace
 
-// What one reconcile decided, for the status it writes and when to look again.
+// What making a Pod found, for the status and for when to look again.
 struct InstanceController::Step {
-  std::string phase, message;  // the controller's own phase; empty: the Pod summary
-  bool recheck = false;        // waiting on something not watched
+  std::string message;  // why no Pod was made, or that one was
+  bool recheck = false;  // waiting on something not watched
 };
 
 InstanceController::InstanceController(kube::Client& client, InstanceControllerInputs inputs,
@@ -130,8 +130,6 @@ std::vector<kube::Informer*> InstanceController::informers() const {
   return {instances_.get(), pods_.get(), services_.get()};
 }
 
-size_t InstanceController::Size() const { return instances_->Size(); }
-
 void InstanceController::EnqueueOfType(const std::string& type) {
   for (const ObjectPtr& i : instances_->ByIndex("type", type)) queue_.Add(KeyOf(*i));
 }
@@ -197,13 +195,13 @@ Status InstanceController::Reconcile(const std::string& key, Step& step) {
     return Ok{};
   };
 
+  const Settings settings = inputs_.settings();
   if (Deleting(instance)) {
     if (pod) {
       if (Status deleted = delete_pod(); !deleted) return deleted;
-      step.phase = "Deleting";
-      step.message = "waiting for the Pod to go";
-      return WriteStatus(instance, InstanceStatus({.phase = step.phase, .message = step.message},
-                                                  inputs_.settings()));
+      return WriteStatus(instance, InstanceStatus({.phase = "Deleting",
+                                                   .message = "waiting for the Pod to go"},
+                                                  settings));
     }
     if (!HasFinalizer(instance)) return Ok{};
     Json finalizers = Json::array();
@@ -220,7 +218,6 @@ Status InstanceController::Reconcile(const std::string& key, Step& step) {
     return PatchInstance(instance, {{{"op", "add"}, {"path", "/metadata/finalizers"},
                                      {"value", Json::array({kInstanceFinalizer})}}});
   }
-  const Settings settings = inputs_.settings();
   // A Pod of an earlier Instance of this name goes first.
   if (pod && !own_pod) {
     if (Status deleted = delete_pod(); !deleted) return deleted;
@@ -251,7 +248,7 @@ Status InstanceController::Reconcile(const std::string& key, Step& step) {
     return WriteStatus(instance, InstanceStatus({.phase = "Stopped"}, settings));
   }
   if (!pod) {
-    if (Status made = CreatePod(instance, step); !made) return made;
+    if (Status made = CreatePod(instance, *type, settings, step); !made) return made;
     return WriteStatus(instance,
                        InstanceStatus({.phase = "Starting", .message = step.message}, settings));
   }
@@ -285,17 +282,16 @@ Status InstanceController::Reconcile(const std::string& key, Step& step) {
                                               settings));
 }
 
-Status InstanceController::CreatePod(const Json& instance, Step& step) {
+Status InstanceController::CreatePod(const Json& instance, const Json& type,
+                                     const Settings& settings, Step& step) {
   const Json& spec = JsonAt(instance, {"spec"});
   const std::string ns = StringAt(instance, {"metadata", "namespace"});
   InstanceContext context;
-  ObjectPtr type = inputs_.instance_types->Get(spec.value("type", ""));
-  context.type = type.get();
-  context.settings = inputs_.settings();
-  const std::string manufacturer =
-      type && JsonAt(*type, {"spec", "acceleratable"}) == true
-          ? ManufacturerOf(*type, *inputs_.manufacturers)
-          : std::string();
+  context.type = &type;
+  context.settings = settings;
+  const std::string manufacturer = JsonAt(type, {"spec", "acceleratable"}) == true
+                                       ? ManufacturerOf(type, *inputs_.manufacturers)
+                                       : std::string();
   if (!manufacturer.empty()) {
     auto m = inputs_.manufacturers->find(manufacturer);
     if (m == inputs_.manufacturers->end()) {
@@ -318,9 +314,8 @@ Status InstanceController::CreatePod(const Json& instance, Step& step) {
   }
   // Defaults the webhook would have written, should it have been bypassed.
   Json defaulted = instance;
-  if (type)
-    defaulted["spec"]["resources"] =
-        DefaultedInstanceResources(spec.value("resources", Json::object()), *type);
+  defaulted["spec"]["resources"] =
+      DefaultedInstanceResources(spec.value("resources", Json::object()), type);
   if (std::string key = StringAt(spec, {"sshPublicKey", "name"}); !key.empty()) {
     auto secret = client_.Get(kube::resources::Secrets(), ns, key);
     if (!secret) {
@@ -346,8 +341,7 @@ Status InstanceController::CreatePod(const Json& instance, Step& step) {
   }
   auto pod = InstancePod(defaulted, context);
   if (!pod) {
-    step.message = pod.error();
-    step.recheck = true;
+    step.message = pod.error();  // the spec's own: only an update of it changes the answer
     return Ok{};
   }
   auto made = client_.Create(kube::resources::Pods(), *pod);

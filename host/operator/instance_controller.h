@@ -49,7 +49,6 @@ class InstanceController {
   // Reconciles until `stop`.
   void Run(std::stop_token stop);
   InstanceCounters Counters() const;
-  size_t Size() const;
 
  private:
   struct Step;
@@ -57,7 +56,8 @@ class InstanceController {
   void EnqueueOfType(const std::string& type);
   void Handle(const std::string& key);
   Status Reconcile(const std::string& key, Step& step);
-  Status CreatePod(const Json& instance, Step& step);
+  // `type` is the Instance's InstanceType, which exists and is not being deleted.
+  Status CreatePod(const Json& instance, const Json& type, const Settings& settings, Step& step);
   Status WriteStatus(const Json& instance, const Json& status);
   Status PatchInstance(const Json& instance, const Json& json_patch);
   Status StopInstance(const Json& instance, const std::string& why);
