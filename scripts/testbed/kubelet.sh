@@ -196,6 +196,13 @@ cmd_down() {
   fi
   local c pid
   for c in kube-proxy kubelet containerd; do
+    # With the kubelet gone nothing starts containers again: end those left (a DaemonSet's or a
+    # Deployment's Pods come back while the others drain), or they outlive their shims.
+    if [ "$c" = containerd ] && ours containerd >/dev/null; then
+      local task
+      for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -a -s KILL "$task" >/dev/null 2>&1 || true; done
+      for _ in $(seq 50); do [ -z "$(ctr_ tasks ls -q 2>/dev/null | head -1)" ] && break; sleep 0.1; done
+    fi
     if pid=$(ours "$c"); then
       kill -TERM "$pid"
       for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
