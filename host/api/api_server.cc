@@ -369,7 +369,10 @@ Status ApiServer::Start() {
   auto proxied = ServedKinds();
   if (!proxied) return proxied.failure();
   const size_t kept = s.options.events_kept;
-  for (Kind& kind : *proxied) s.backends.push_back(MakeProxyBackend(s.client, kind, kept));
+  for (Kind& kind : *proxied) {
+    MetricsHandler metrics = kind.kind == "Instance" ? s.options.instance_metrics : nullptr;
+    s.backends.push_back(MakeProxyBackend(s.client, kind, kept, std::move(metrics)));
+  }
   s.backends.push_back(FlavorCatalog(s.client, s.options.system_namespace, kept));
   s.backends.push_back(SettingsBackend(s.client, s.options.system_namespace, s.options.settings,
                                        kept));

@@ -8,6 +8,7 @@
 #define GPUSTACK_HOST_API_API_SERVER_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct ApiOptions {
   // The helper kinds (InstanceSSHPublicKey ...) read and write Secrets, PVCs and StorageClasses
   // in every namespace: off when the worker is not allowed to.
   bool helpers = true;
+  // Answers `instances/<name>/metrics` for the Instance the cache holds (docs/behaviour.md §8.1);
+  // unset: a 503 saying the worker does not serve it.
+  std::function<https::Response(const Json& instance)> instance_metrics;
 };
 
 class ApiServer {

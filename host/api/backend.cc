@@ -81,8 +81,11 @@ uint64_t InformerVersion(const kube::Informer& informer) {
 
 class ProxyBackend : public Backend {
  public:
-  ProxyBackend(kube::Client& client, Kind kind, size_t kept)
-      : Backend(std::move(kind), kept), client_(client), informer_(client, kind_.storage) {
+  ProxyBackend(kube::Client& client, Kind kind, size_t kept, MetricsHandler metrics)
+      : Backend(std::move(kind), kept),
+        client_(client),
+        informer_(client, kind_.storage),
+        metrics_(std::move(metrics)) {
     Feed(informer_, cache_);
   }
   void Start() override { informer_.Start(); }
@@ -102,8 +105,12 @@ class ProxyBackend : public Backend {
     if (call.info.subresource == "metrics") {
       if (call.info.verb != "get")
         return StatusResponse(405, "MethodNotAllowed", "metrics can only be read (get)");
-      // Filled by the metrics issue (docs/behaviour.md §8.1).
-      return StatusResponse(503, "ServiceUnavailable", "metrics are not served yet");
+      if (!metrics_)
+        return StatusResponse(503, "ServiceUnavailable", "this worker does not serve metrics");
+      const std::string key = call.info.ns + "/" + call.info.name;
+      ObjectPtr object = Recent(key, cache_.Get(key));
+      if (object == nullptr) return NotFound(call);
+      return metrics_(*object);
     }
     if (!call.info.subresource.empty() && call.info.verb != "get" && !kind_.Allows("update"))
       return StatusResponse(405, "MethodNotAllowed",
@@ -167,6 +174,7 @@ class ProxyBackend : public Backend {
 
   kube::Client& client_;
   kube::Informer informer_;
+  MetricsHandler metrics_;
 };
 
 class DerivedBackend : public Backend {
@@ -295,8 +303,9 @@ class DerivedBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeProxyBackend(kube::Client& client, Kind kind, size_t events_kept) {
-  return std::make_unique<ProxyBackend>(client, std::move(kind), events_kept);
+std::unique_ptr<Backend> MakeProxyBackend(kube::Client& client, Kind kind, size_t events_kept,
+                                          MetricsHandler metrics) {
+  return std::make_unique<ProxyBackend>(client, std::move(kind), events_kept, std::move(metrics));
 }
 
 std::unique_ptr<Backend> MakeDerivedBackend(kube::Client& client, Kind kind, DerivedKind derived,

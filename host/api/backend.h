@@ -56,8 +56,11 @@ class Backend {
   std::map<std::string, ObjectPtr> recent_;
 };
 
-// Instance, Devices, InstanceType: the v1alpha1 objects, converted (kinds.h).
-std::unique_ptr<Backend> MakeProxyBackend(kube::Client& client, Kind kind, size_t events_kept);
+// Instance, Devices, InstanceType: the v1alpha1 objects, converted (kinds.h). `metrics` answers
+// the metrics subresource of a kind that has one, given the served object.
+using MetricsHandler = std::function<https::Response(const Json& object)>;
+std::unique_ptr<Backend> MakeProxyBackend(kube::Client& client, Kind kind, size_t events_kept,
+                                          MetricsHandler metrics = {});
 
 // A kind derived from other objects: whenever one of the sources changes, every served object
 // is derived again and the differences become the kind's events.

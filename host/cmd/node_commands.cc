@@ -254,6 +254,7 @@ struct ServeCommand {
   double discover_period = 60, reconcile_period = 30, monitor_period = 15;
   std::string plugin_dir = options.kubelet.device_plugin_dir.string();
   std::string pod_resources = options.pod_resources_socket.string();
+  std::string proc_root = options.proc_root.string();
   int secure_port = 32443;
   std::string cert_dir;
 
@@ -298,6 +299,7 @@ struct ServeCommand {
     options.discover_period = Milliseconds(discover_period);
     options.reconcile_period = Milliseconds(reconcile_period);
     options.monitor_period = Milliseconds(monitor_period);
+    options.proc_root = proc_root;
     options.serve_https = secure_port != 0;
     options.exporter.server.port = static_cast<uint16_t>(secure_port);
     options.exporter.cert_dir = cert_dir;
@@ -431,6 +433,12 @@ Command AddServe(CLI::App& device_manager) {
       ->envname("GPUSTACK_CERT_DIR");
   serve->add_option("--monitor-period", c->monitor_period, "Seconds between utilisation samples")
       ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--proc-root", c->proc_root,
+                   "The host's /proc, where the plugins' process ids are placed in their Pods "
+                   "(the chart mounts it read-only at /host/proc)")
+      ->envname("GPUSTACK_PROC_ROOT")
       ->capture_default_str();
   serve->add_option("--discover-period", c->discover_period, "Seconds between discovery passes")
       ->check(CLI::Range(1.0, 86400.0))

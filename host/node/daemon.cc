@@ -9,8 +9,10 @@
 #include <thread>
 
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
@@ -18,6 +20,7 @@
 #include "host/node/metrics.h"
 #include "host/node/pod_directory.h"
 #include "host/node/publisher.h"
+#include "host/usage/cgroup.h"
 
 namespace gpustack::node {
 namespace {
@@ -28,6 +31,20 @@ void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   while (!stop && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+// The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
+Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
+  std::ifstream file(proc_root / std::to_string(pid) / "cgroup");
+  if (!file) {
+    return Error{"no " + (proc_root / std::to_string(pid) / "cgroup").string(), Code::kNotFound,
+                 0, usage::kExited};
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  auto ref = usage::ContainerOfCgroup(text.str());
+  if (!ref) return ref.failure();
+  return ref->pod_uid;
 }
 
 }  // namespace
@@ -250,25 +267,111 @@ class Daemon {
     return Ok{};
   }
 
-  // Who holds what on each card, by Pod name, for the per-Pod metric labels.
-  std::vector<Holder> Holders() {
-    std::map<std::string, std::pair<std::string, std::string>> names;  // uid -> namespace, name
-    for (const kube::ObjectPtr& pod : pod_informer_->List()) {
-      names[StringAt(*pod, {"metadata", "uid"})] = {StringAt(*pod, {"metadata", "namespace"}),
-                                                    StringAt(*pod, {"metadata", "name"})};
-    }
-    std::vector<Holder> out;
+  // One metrics round: every plugin's cards and processes, each Pod's holds on them, and the
+  // Pod-level figures of the Pods that hold a card or are an Instance's.
+  MetricsInput SampleRound() {
+    MetricsInput input;
+    input.node = options_.node_name;
+    input.period = options_.monitor_period;
+    input.round = runtime_.Sample(/*include_processes=*/true);
+    input.sampled = true;
+    input.sampled_at = std::chrono::system_clock::now();
+
+    std::map<std::string, kube::ObjectPtr> pods;  // by uid
+    for (const kube::ObjectPtr& pod : pod_informer_->List())
+      pods[StringAt(*pod, {"metadata", "uid"})] = pod;
+    std::vector<usage::Hold> holds;
+    std::set<std::string> reported;  // the Pods the Pod-level families cover
     runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-      for (const auto& [owner, allocation] : ledger.allocations()) {
-        auto name = names.find(owner.pod_uid);
-        if (name == names.end()) continue;
-        for (const ledger::Charge& c : allocation.charges) {
-          out.push_back(
-              {name->second.first, name->second.second, owner.pod_uid, c.accelerator_id, c.mode});
+      std::map<std::string, const ledger::Group*> group_of;  // by card id
+      std::map<std::string, const ledger::Accelerator*> card_of;
+      for (const ledger::Group& g : ledger.spec().groups) {
+        for (const ledger::Accelerator& a : g.accelerators) {
+          group_of[a.id] = &g;
+          card_of[a.id] = &a;
         }
       }
+      // A Pod's charges per card, whichever of its containers holds them; the SSH sidecar's
+      // view of its Pod's cards (Mode::kNone) holds nothing.
+      std::map<std::pair<std::string, std::string>, std::vector<ledger::Charge>> charges;
+      for (const auto& [owner, allocation] : ledger.allocations()) {
+        for (const ledger::Charge& c : allocation.charges) {
+          if (c.mode != ledger::Mode::kNone) charges[{owner.pod_uid, c.accelerator_id}].push_back(c);
+        }
+      }
+      for (const auto& [key, on_card] : charges) {
+        auto pod = pods.find(key.first);
+        auto group = group_of.find(key.second);
+        if (pod == pods.end() || group == group_of.end()) continue;
+        usage::Hold hold =
+            usage::HoldOf(on_card, group->second->memory, card_of[key.second]->profiles);
+        hold.ns = StringAt(*pod->second, {"metadata", "namespace"});
+        hold.pod = StringAt(*pod->second, {"metadata", "name"});
+        hold.pod_uid = key.first;
+        const usage::Subject subject = usage::SubjectOf(*pod->second);
+        hold.instance_name = subject.name;
+        hold.instance_uid = subject.uid;
+        holds.push_back(std::move(hold));
+        reported.insert(key.first);
+      }
     });
-    return out;
+    std::set<std::string> node_pods;
+    for (const auto& [uid, pod] : pods) {
+      node_pods.insert(uid);
+      if (!usage::SubjectOf(*pod).uid.empty() && usage::SubjectOf(*pod).uid != uid)
+        reported.insert(uid);  // an Instance's Pod, with or without a card
+    }
+    input.attribution =
+        usage::Attribute(ReadingsOf(input.round), holds, node_pods,
+                         [this](uint32_t pid) { return PodOfPid(options_.proc_root, pid); });
+    LogUnplaced(input.attribution.unplaced);
+    if (!reported.empty()) AddPodFigures(input, pods, reported);
+    return input;
+  }
+
+  // The kubelet's view of the Pods' use, beside their limits.
+  void AddPodFigures(MetricsInput& input, const std::map<std::string, kube::ObjectPtr>& pods,
+                     const std::set<std::string>& reported) {
+    const auto began = std::chrono::steady_clock::now();
+    auto summary = client_.Request("GET",
+                                   "/api/v1/nodes/" + options_.node_name + "/proxy/stats/summary",
+                                   nullptr, "application/json", false,
+                                   options_.kubelet_stats_timeout);
+    input.kubelet_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    Result<std::map<std::string, usage::PodUse>> use =
+        summary ? usage::UseFromSummary(*summary)
+                : Result<std::map<std::string, usage::PodUse>>(summary.failure());
+    input.kubelet_ok = use.ok();
+    if (!use && !kubelet_failing_) log_->warn("cannot read the kubelet's stats summary: {}", use.error());
+    if (use && kubelet_failing_) log_->info("the kubelet's stats summary reads again");
+    kubelet_failing_ = !use;
+    for (const std::string& uid : reported) {
+      const Json& pod = *pods.at(uid);
+      const usage::Subject subject = usage::SubjectOf(pod);
+      PodFigures figures{.ns = StringAt(pod, {"metadata", "namespace"}),
+                         .pod = StringAt(pod, {"metadata", "name"}),
+                         .pod_uid = uid,
+                         .instance_name = subject.name,
+                         .instance_uid = subject.uid,
+                         .totals = usage::TotalsOf(pod),
+                         .use = {}};
+      if (use) {
+        if (auto it = use->find(uid); it != use->end()) figures.use = it->second;
+      }
+      input.pods.push_back(std::move(figures));
+    }
+  }
+
+  // A process row no Pod could be found for: said once, while it lasts.
+  void LogUnplaced(const std::vector<std::string>& unplaced) {
+    std::set<std::string> now(unplaced.begin(), unplaced.end());
+    for (const std::string& line : now) {
+      if (!unplaced_.contains(line))
+        log_->warn("a process on card {} (its card's per-Pod figures are left out this round)",
+                   line);
+    }
+    unplaced_ = std::move(now);
   }
 
   // Until stopped, or until the Node's plugin labels change (kPluginLabelsChanged).
@@ -330,7 +433,7 @@ class Daemon {
     }
     if (now >= next_sample_) {
       // A failed round publishes only its verdict; a previous round is never carried forward.
-      MetricsInput input{options_.node_name, true, runtime_.Sample(false), Holders()};
+      MetricsInput input = SampleRound();
       std::lock_guard lock(metrics_mutex_);
       latest_ = std::move(input);
       next_sample_ = now + options_.monitor_period;
@@ -369,7 +472,13 @@ class Daemon {
   std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_sample_;
 
   std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
-  MetricsInput latest_{options_.node_name, false, {}, {}};
+  MetricsInput latest_ = [this] {
+    MetricsInput none;
+    none.node = options_.node_name;
+    return none;
+  }();
+  std::set<std::string> unplaced_;  // the latest round's process rows no Pod was found for
+  bool kubelet_failing_ = false;
 
   // Last, so that they are stopped before what their callbacks use goes.
   KubeletFrontEnd* front_ = nullptr;  // Run()'s, while it runs

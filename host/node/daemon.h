@@ -33,6 +33,11 @@ struct DaemonOptions {
   std::chrono::milliseconds health_poll{1'000};
   // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.
   std::chrono::milliseconds monitor_period{15'000};
+  // Where the host's processes are seen (--proc-root): the plugins name processes by host pid,
+  // and <proc_root>/<pid>/cgroup says which Pod each runs in.
+  std::filesystem::path proc_root = "/proc";
+  // The kubelet's stats summary (through the apiserver's node proxy), for the Pod-level figures.
+  std::chrono::milliseconds kubelet_stats_timeout{5'000};
   // /metrics, /monitor/snapshot, /livez and /readyz (docs/behaviour.md §8.2).
   https::EndpointOptions exporter{.server = {.name = "exporter", .port = 32443, .body_limit = 4096},
                                   .cert_dir = {},

@@ -11,6 +11,7 @@
 #include "host/common/result.h"
 #include "host/operator/fleet.h"
 #include "host/operator/settings.h"
+#include "host/usage/pod_usage.h"
 
 namespace gpustack::op {
 
@@ -20,7 +21,7 @@ inline constexpr const char* kInstanceFinalizer = "worker.gpustack.ai/instance";
 // On the Pod, the Service and the host key Secret: the Instance's name. The controller watches
 // only objects carrying it (app.kubernetes.io/part-of, the label §7 names, is common to many
 // charts).
-inline constexpr const char* kInstanceLabel = "worker.gpustack.ai/instance";
+inline constexpr const char* kInstanceLabel = usage::kInstanceLabel;
 inline constexpr const char* kMainContainer = "main";
 inline constexpr const char* kSshContainer = "sshd";
 inline constexpr const char* kAuthorizedKeysDir = "/var/run/sshd-authorized-keys";

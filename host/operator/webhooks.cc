@@ -10,6 +10,7 @@
 #include "host/kube/config.h"
 #include "host/kube/informer.h"
 #include "host/operator/admission.h"
+#include "host/operator/instance_metrics.h"
 #include "host/operator/settings.h"
 
 namespace gpustack::op {
@@ -157,6 +158,7 @@ struct AdmissionWebhooks::State {
   std::string system_namespace;
   ManufacturerTable manufacturers;
   std::unique_ptr<kube::Informer> instance_types, settings;
+  std::unique_ptr<InstanceMetricsService> instance_metrics;  // before api: it outlives it
   std::unique_ptr<api::ApiServer> api;
   std::unique_ptr<https::Server> server;
   std::jthread keeper;
@@ -442,6 +444,13 @@ Status AdmissionWebhooks::Start() {
         s.options.api.settings.push_back({info.name, info.default_value, info.description,
                                           info.boolean ? "boolean" : "string", true,
                                           info.sensitive});
+    }
+    if (!s.options.api.instance_metrics) {
+      s.instance_metrics = std::make_unique<InstanceMetricsService>(
+          s.client, InstanceMetricsOptions{.system_namespace = s.system_namespace});
+      s.options.api.instance_metrics = [&s](const Json& instance) {
+        return s.instance_metrics->Get(instance);
+      };
     }
     s.api = std::make_unique<api::ApiServer>(s.client, s.options.api);
     if (Status started = s.api->Start(); !started) return started;

@@ -476,7 +476,7 @@ SampleRound NodeRuntime::Sample(bool include_processes) {
           round.errors.push_back(t.name + ": no sample for card " + card.id);
           continue;
         }
-        CardSample sample{t.name, group.product, card.index, *s, {}};
+        CardSample sample{t.name, group.product, card.index, *s, t.processes, {}};
         for (const sdk::ProcessSample& p : samples->processes) {
           if (p.accelerator_id == card.id) sample.processes.push_back(p);
         }

@@ -100,6 +100,8 @@ struct CardSample {
   std::string product;
   uint32_t index = 0;
   sdk::DeviceSample sample;
+  // The plugin was asked for the card's processes and can list them: no row means none run.
+  bool processes_listed = false;
   std::vector<sdk::ProcessSample> processes;
 };
 

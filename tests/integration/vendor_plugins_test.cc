@@ -425,6 +425,31 @@ TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
   EXPECT_TRUE(snapshot->processes[2].memory_used_mib.has_value());
 }
 
+// The per-Pod figures' end-to-end tests start a container and then tell the fake NVML its pid:
+// the loaded plugin sees the rows change from one sample to the next, through the same calls.
+TEST_F(VendorPluginTest, ProcessesWrittenWhileLoadedReachTheNextSample) {
+  UseNode("nvidia-t4x4");
+  const fs::path rows = fs::temp_directory_path() / ("processes-" + std::to_string(::getpid()));
+  ::setenv("GPUSTACK_FAKE_PROCESSES", rows.c_str(), 1);
+  loader::LoadedPlugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const std::string card = groups->front().accelerators[2].id;
+  auto before = plugin.SampleMetrics({.accelerator_ids = {card}, .include_processes = true});
+  ASSERT_TRUE(before) << before.error();
+  const size_t fixture_rows = before->processes.size();
+  std::ofstream(rows) << json{{card, {{{"pid", 777}, {"used_mib", 1234}, {"sm_util", 17}}}}}.dump();
+  auto after = plugin.SampleMetrics({.accelerator_ids = {card}, .include_processes = true});
+  ::unsetenv("GPUSTACK_FAKE_PROCESSES");
+  fs::remove(rows);
+  ASSERT_TRUE(after) << after.error();
+  ASSERT_EQ(after->processes.size(), 1u) << "was " << fixture_rows;
+  EXPECT_EQ(after->processes[0].pid, 777u);
+  EXPECT_EQ(after->processes[0].accelerator_id, card);
+  EXPECT_EQ(after->processes[0].memory_used_mib, 1234.0);
+  EXPECT_EQ(after->processes[0].cores_utilization_percent, 17.0);
+}
+
 TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesByName) {
   UseNode("thead-ppu-zw810ex2");
   loader::LoadedPlugin& plugin =

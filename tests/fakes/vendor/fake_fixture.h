@@ -38,6 +38,20 @@ inline std::string FixtureText() {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The processes running on a card now. A test sets GPUSTACK_FAKE_PROCESSES to a JSON file of its
+// own, {"<card key>": [rows]}, and rewrites it while the library is loaded (say, with the host pid
+// of a container it started): it is read again at every call. Without it, or without the card's
+// key, the fixture's own rows (`fallback`).
+inline nlohmann::json ProcessRows(const std::string& card_key, const nlohmann::json& fallback) {
+  const char* path = std::getenv("GPUSTACK_FAKE_PROCESSES");
+  if (path == nullptr || *path == '\0') return fallback;
+  std::ifstream in(path);
+  if (!in) return fallback;
+  const nlohmann::json all = nlohmann::json::parse(in, nullptr, false);
+  if (!all.is_object() || !all.contains(card_key) || !all[card_key].is_array()) return fallback;
+  return all[card_key];
+}
+
 class Injector {
  public:
   void Reset(const nlohmann::json& section) {

@@ -10,6 +10,7 @@
 //              power_mw, architecture, cc: [maj, min], cores, lost,
 //              mig: {current, pending, profiles: <set>, instances: [{index, start}]},
 //              processes: [{pid, used_mib, sm_util, gi}]}]
+//   (GPUSTACK_FAKE_PROCESSES overrides a card's processes by uuid: see fake_fixture.h)
 #include <gpustack_support/nvml_api.h>
 
 #include <sys/stat.h>
@@ -417,7 +418,8 @@ EXPORT nv::Return FN(DeviceGetComputeRunningProcesses_v3)(nv::Device device, uns
   GUARD("DeviceGetComputeRunningProcesses");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
-  const json processes = card->spec.value("processes", json::array());
+  const json processes =
+      fake::ProcessRows(card->spec.value("uuid", ""), card->spec.value("processes", json::array()));
   if (infos == nullptr || *count < processes.size()) {
     const bool empty = processes.empty();
     *count = static_cast<unsigned>(processes.size());
@@ -441,7 +443,8 @@ EXPORT nv::Return FN(DeviceGetProcessUtilization)(nv::Device device,
   GUARD("DeviceGetProcessUtilization");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
-  const json processes = card->spec.value("processes", json::array());
+  const json processes =
+      fake::ProcessRows(card->spec.value("uuid", ""), card->spec.value("processes", json::array()));
   if (samples == nullptr || *count < processes.size()) {
     *count = static_cast<unsigned>(processes.size());
     return processes.empty() ? 21 /* NO_DATA */ : nv::kErrorInsufficientSize;

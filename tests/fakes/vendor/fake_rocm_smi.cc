@@ -2,7 +2,8 @@
 // section:
 //   driver_version, errors (see fake_fixture.h),
 //   devices: [{name, unique_id, bus_id, memory_mib, used_mib, busy, temperature_mc, power_uw}],
-//   processes: [{pid, vram_mib, cu_occupancy, gpus: [device index]}]
+//   processes: [{pid, vram_mib, cu_occupancy, gpus: [device index]}] (node-wide; the
+//   GPUSTACK_FAKE_PROCESSES file's "rocm_smi" key overrides them: see fake_fixture.h)
 #include <gpustack_support/rocm_smi_api.h>
 
 #include <cstring>
@@ -178,7 +179,7 @@ EXPORT rs::Status rsmi_version_str_get(uint32_t component, char* text, uint32_t 
 
 EXPORT rs::Status rsmi_compute_process_info_get(rs::ProcessInfo* procs, uint32_t* count) {
   GUARD("compute_process_info_get");
-  const json processes = g.section.value("processes", json::array());
+  const json processes = fake::ProcessRows("rocm_smi", g.section.value("processes", json::array()));
   if (procs == nullptr) {
     *count = static_cast<uint32_t>(processes.size());
     return rs::kSuccess;
@@ -195,7 +196,7 @@ EXPORT rs::Status rsmi_compute_process_info_get(rs::ProcessInfo* procs, uint32_t
 
 EXPORT rs::Status rsmi_compute_process_gpus_get(uint32_t pid, uint32_t* indices, uint32_t* count) {
   GUARD("compute_process_gpus_get");
-  for (const json& p : g.section.value("processes", json::array())) {
+  for (const json& p : fake::ProcessRows("rocm_smi", g.section.value("processes", json::array()))) {
     if (p.value("pid", 0u) != pid) continue;
     const json gpus = p.value("gpus", json::array());
     if (*count < gpus.size()) return rs::kInsufficientSize;
