@@ -105,14 +105,20 @@ deviceManager:
     - {name: GPUSTACK_NVIDIA_LIBRARY, value: /opt/fake/vendor/libnvidia-ml.so.1}
     - {name: GPUSTACK_FAKE_FIXTURE, value: /opt/fake/nodes/$node_fixture.json}
     - {name: GPUSTACK_SYSFS_ROOT, value: /opt/fake/sys}
+    # The processes on the simulated cards: $dir/fake-processes/processes.json, which a test
+    # rewrites with the host pids of the containers it starts (tests/fakes/vendor).
+    - {name: GPUSTACK_FAKE_PROCESSES, value: /opt/fake/processes/processes.json}
+  extraArgs: [--monitor-period=5]
   extraVolumes:
     - {name: fake-vendor, hostPath: {path: $repo/build/tests/fakes/vendor, type: Directory}}
     - {name: fake-nodes, hostPath: {path: $repo/tests/fixtures/nodes, type: Directory}}
     - {name: fake-sys, hostPath: {path: $repo/build/fixtures/nodes/$node_fixture/sys, type: Directory}}
+    - {name: fake-processes, hostPath: {path: $dir/fake-processes, type: DirectoryOrCreate}}
   extraVolumeMounts:
     - {name: fake-vendor, mountPath: /opt/fake/vendor, readOnly: true}
     - {name: fake-nodes, mountPath: /opt/fake/nodes, readOnly: true}
     - {name: fake-sys, mountPath: /opt/fake/sys, readOnly: true}
+    - {name: fake-processes, mountPath: /opt/fake/processes, readOnly: true}
 YAML
 }
 

@@ -5,6 +5,7 @@
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/ledger/allocated.h"
+#include "host/usage/grants.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/request.h"
 
@@ -71,8 +72,7 @@ Error Precondition(const std::string& message) { return Error{message, Code::kFa
 std::string OwnerTag(const ledger::Owner& owner) { return owner.pod_uid + "/" + owner.container; }
 
 uint64_t SliceBudgetMib(const ledger::Request& request, uint64_t card_memory_mib) {
-  if (request.memory_percentage > 0) return card_memory_mib * request.memory_percentage / 100;
-  return std::min(request.memory_mib, card_memory_mib);
+  return usage::SliceBudgetMib(request.memory_percentage, request.memory_mib, card_memory_mib);
 }
 
 std::vector<Candidate> Candidates(const std::vector<Json>& pods, const ServedResource& resource,

@@ -33,6 +33,16 @@ void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   }
 }
 
+// A container's resource limits in a Pod object (null when it has none).
+Json LimitsOf(const Json& pod, const std::string& container) {
+  const Json& containers = JsonAt(pod, {"spec", "containers"});
+  if (!containers.is_array()) return nullptr;
+  for (const Json& c : containers) {
+    if (c.is_object() && c.value("name", "") == container) return JsonAt(c, {"resources", "limits"});
+  }
+  return nullptr;
+}
+
 // The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
 Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
   std::ifstream file(proc_root / std::to_string(pid) / "cgroup");
@@ -291,12 +301,21 @@ class Daemon {
           card_of[a.id] = &a;
         }
       }
-      // A Pod's charges per card, whichever of its containers holds them; the SSH sidecar's
-      // view of its Pod's cards (Mode::kNone) holds nothing.
-      std::map<std::pair<std::string, std::string>, std::vector<ledger::Charge>> charges;
+      // A Pod's charges per card, whichever of its containers holds them, each slice with the
+      // budget its container's limits ask (the allocator's); the SSH sidecar's view of its
+      // Pod's cards (Mode::kNone) holds nothing.
+      std::map<std::pair<std::string, std::string>, std::vector<usage::HeldCharge>> charges;
       for (const auto& [owner, allocation] : ledger.allocations()) {
+        auto pod = pods.find(owner.pod_uid);
         for (const ledger::Charge& c : allocation.charges) {
-          if (c.mode != ledger::Mode::kNone) charges[{owner.pod_uid, c.accelerator_id}].push_back(c);
+          auto group = group_of.find(c.accelerator_id);
+          if (c.mode == ledger::Mode::kNone || pod == pods.end() || group == group_of.end())
+            continue;
+          uint64_t budget = 0;
+          if (c.mode == ledger::Mode::kSliced)
+            budget = usage::SliceBudgetOfLimits(LimitsOf(*pod->second, owner.container),
+                                                group->second->memory);
+          charges[{owner.pod_uid, c.accelerator_id}].push_back({c, budget});
         }
       }
       for (const auto& [key, on_card] : charges) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "host/kube/quantity.h"
 #include "host/usage/cgroup.h"
 
 namespace gpustack::usage {
@@ -27,25 +28,47 @@ void AddTo(std::optional<double>& sum, const std::optional<double>& value) {
 
 }  // namespace
 
-uint64_t SliceBudgetMib(int64_t credits, uint64_t card_memory_mib) {
+uint64_t SliceBudgetMib(uint32_t memory_percentage, uint64_t memory_mib, uint64_t card_memory_mib) {
+  if (memory_percentage > 0) return card_memory_mib * memory_percentage / 100;
+  return std::min(memory_mib, card_memory_mib);
+}
+
+uint64_t SliceBudgetOfLimits(const nlohmann::json& limits, uint64_t card_memory_mib) {
+  if (!limits.is_object()) return 0;
+  uint32_t percentage = 0;
+  uint64_t mib = 0;
+  for (const auto& [key, value] : limits.items()) {
+    const auto whole = kube::WholeOf(value);
+    if (!whole || *whole <= 0) continue;
+    if (key.ends_with(".sliced.memory-percentage")) percentage = static_cast<uint32_t>(*whole);
+    if (key.ends_with(".sliced.memory-mib")) mib = static_cast<uint64_t>(*whole);
+  }
+  if (percentage == 0 && mib == 0) return 0;
+  return SliceBudgetMib(percentage, mib, card_memory_mib);
+}
+
+uint64_t SliceBudgetOfCredits(int64_t credits, uint64_t card_memory_mib) {
   if (credits <= 0) return 0;
+  if (credits % ledger::kCreditsPerPercent == 0)
+    return SliceBudgetMib(static_cast<uint32_t>(credits / ledger::kCreditsPerPercent), 0,
+                          card_memory_mib);
   const auto product = static_cast<unsigned __int128>(credits) * card_memory_mib;
   return static_cast<uint64_t>((product + ledger::kCardCredits - 1) / ledger::kCardCredits);
 }
 
-Hold HoldOf(const std::vector<ledger::Charge>& charges_on_card, uint64_t card_memory_mib,
+Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory_mib,
             const std::vector<ledger::PartitionProfile>& profiles) {
   Hold hold;
   if (charges_on_card.empty()) return hold;
-  hold.card_id = charges_on_card.front().accelerator_id;
-  hold.mode = charges_on_card.front().mode;
+  hold.card_id = charges_on_card.front().charge.accelerator_id;
+  hold.mode = charges_on_card.front().charge.mode;
   hold.grants = static_cast<int>(charges_on_card.size());
   hold.memory_total_mib = 0;
   hold.cores_allowance_percent = 0;
-  for (const ledger::Charge& c : charges_on_card) {
+  for (const auto& [c, budget] : charges_on_card) {
     switch (c.mode) {
       case ledger::Mode::kSliced:
-        hold.memory_total_mib += SliceBudgetMib(c.credits, card_memory_mib);
+        hold.memory_total_mib += budget > 0 ? budget : SliceBudgetOfCredits(c.credits, card_memory_mib);
         hold.cores_allowance_percent += c.cores_percentage;
         break;
       case ledger::Mode::kPartitioned: {

@@ -7,6 +7,8 @@
 #ifndef GPUSTACK_HOST_USAGE_GRANTS_H_
 #define GPUSTACK_HOST_USAGE_GRANTS_H_
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -89,13 +91,25 @@ struct Attribution {
 // The Pod uid a host pid runs in, or an error whose `reason` is one of cgroup.h's.
 using PodOfPid = std::function<Result<std::string>(uint32_t pid)>;
 
-// The slice's memory budget from its credits (ledger::SliceUnits in reverse, rounded up, which
-// gives back the MiB asked for on any card under 1.5 TiB).
-uint64_t SliceBudgetMib(int64_t credits, uint64_t card_memory_mib);
+// A slice's memory budget as the allocator enforces it: `memory_percentage` % of the card
+// (rounded down), else the MiB asked, at most the card.
+uint64_t SliceBudgetMib(uint32_t memory_percentage, uint64_t memory_mib, uint64_t card_memory_mib);
+// The same from a container's limits (`<base>.sliced.memory-percentage` or `.memory-mib`);
+// 0 when they name neither.
+uint64_t SliceBudgetOfLimits(const nlohmann::json& limits, uint64_t card_memory_mib);
+// The same from the slice's credits alone (ledger::SliceUnits in reverse), when its limits are
+// not at hand: whole percents rounded down as above, MiB rounded back up to what was asked.
+uint64_t SliceBudgetOfCredits(int64_t credits, uint64_t card_memory_mib);
+
+// One charge of a Pod on a card, with its slice's budget when known (0: from its credits).
+struct HeldCharge {
+  ledger::Charge charge;
+  uint64_t slice_budget_mib = 0;
+};
 
 // The Hold of one Pod's charges on one card: `card_memory_mib` for the whole card, `profiles`
-// for a partition's size and compute share.
-Hold HoldOf(const std::vector<ledger::Charge>& charges_on_card, uint64_t card_memory_mib,
+// for a partition's size.
+Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory_mib,
             const std::vector<ledger::PartitionProfile>& profiles);
 
 // Every hold's figures from the cards' readings; `node_pods` is every Pod uid the node runs (to

@@ -15,7 +15,9 @@ using ledger::Mode;
 constexpr uint64_t kT4 = 15360;  // MiB
 
 Hold PodHold(const std::string& uid, const std::vector<Charge>& charges, uint64_t card = kT4) {
-  Hold h = HoldOf(charges, card, {});
+  std::vector<HeldCharge> held;
+  for (const Charge& c : charges) held.push_back({c, 0});
+  Hold h = HoldOf(held, card, {});
   h.ns = "team";
   h.pod = "pod-" + uid;
   h.pod_uid = uid;
@@ -72,12 +74,26 @@ PodOfPid Pids(std::map<uint32_t, std::string> pods) {
   };
 }
 
-TEST(Grants, SliceBudgetGivesBackWhatWasAsked) {
-  EXPECT_EQ(SliceBudgetMib(20 * ledger::kCreditsPerPercent, kT4), 3072u);
-  // 5000 MiB asked on a T4: units are floored, the budget rounds back up to 5000.
+TEST(Grants, TheSliceBudgetIsWhatTheAllocatorEnforces) {
+  // 20 % of a 16384 MiB card is 3276.8: rounded down, as the allocator writes the limit.
+  EXPECT_EQ(SliceBudgetMib(20, 0, 16384), 3276u);
+  EXPECT_EQ(SliceBudgetMib(0, 5000, 16384), 5000u);
+  EXPECT_EQ(SliceBudgetMib(0, 99999, 16384), 16384u);
+  EXPECT_EQ(SliceBudgetOfLimits(nlohmann::json{{"nvidia.com/gpu.sliced", "1"},
+                                               {"nvidia.com/gpu.sliced.memory-percentage", "20"}},
+                                16384),
+            3276u);
+  EXPECT_EQ(SliceBudgetOfLimits(nlohmann::json{{"amd.com/gpu.sliced.memory-mib", 5000}}, 16384),
+            5000u);
+  EXPECT_EQ(SliceBudgetOfLimits(nlohmann::json{{"cpu", "2"}}, 16384), 0u);
+  // Without the limits: from the credits, whole percents as above, MiB back to what was asked.
+  EXPECT_EQ(SliceBudgetOfCredits(20 * ledger::kCreditsPerPercent, 16384), 3276u);
   const int64_t units = 5000 * ledger::kCardCredits / kT4;
-  EXPECT_EQ(SliceBudgetMib(units, kT4), 5000u);
-  EXPECT_EQ(SliceBudgetMib(0, kT4), 0u);
+  EXPECT_EQ(SliceBudgetOfCredits(units, kT4), 5000u);
+  EXPECT_EQ(SliceBudgetOfCredits(0, kT4), 0u);
+  // A known budget wins over the credits.
+  Charge slice = Slice("GPU-0", 20, 30);
+  EXPECT_EQ(HoldOf({{slice, 3000}}, 16384, {}).memory_total_mib, 3000u);
 }
 
 TEST(Grants, ASliceReadsItsOwnProcessesAgainstItsOwnBudgetAndAllowance) {
@@ -193,7 +209,7 @@ TEST(Grants, APartitionIsNamedByItsOwnIdAndReadAgainstItsSize) {
   partition.mode = Mode::kPartitioned;
   partition.credits = 1;
   partition.profile = "1g.10gb";
-  Hold h = HoldOf({partition}, 81920, profiles);
+  Hold h = HoldOf({{partition, 0}}, 81920, profiles);
   h.pod_uid = "a";
   EXPECT_EQ(h.memory_total_mib, 9856u);
   EXPECT_EQ(h.cores_allowance_percent, 100);
