@@ -260,8 +260,9 @@ class Daemon {
         options_.exporter,
         https::HealthRoutes({.metrics =
                                  [this] {
+                                   // Rendered once per round: a scrape copies it.
                                    std::lock_guard lock(metrics_mutex_);
-                                   return RenderMetrics(latest_);
+                                   return latest_text_;
                                  },
                              .ready = [this] { return front_->registered_generations() > 0; },
                              .not_ready = "the kubelet has not registered every resource",
@@ -453,8 +454,10 @@ class Daemon {
     if (now >= next_sample_) {
       // A failed round publishes only its verdict; a previous round is never carried forward.
       MetricsInput input = SampleRound();
+      std::string text = RenderMetrics(input);
       std::lock_guard lock(metrics_mutex_);
       latest_ = std::move(input);
+      latest_text_ = std::move(text);
       next_sample_ = now + options_.monitor_period;
     }
   }
@@ -496,6 +499,7 @@ class Daemon {
     none.node = options_.node_name;
     return none;
   }();
+  std::string latest_text_ = RenderMetrics(latest_);  // its exposition
   std::set<std::string> unplaced_;  // the latest round's process rows no Pod was found for
   bool kubelet_failing_ = false;
 

@@ -117,6 +117,12 @@ const GrantFamily kGrantFamilies[] = {
     {"gpustack_instance_accelerator_cores_utilization_percent",
      "Compute used against the grant's own allowance, percent (can exceed 100).",
      [](const usage::GrantSample& g) { return g.cores_utilization_percent; }},
+    {"gpustack_instance_accelerator_cores_allowance_percent",
+     "The grant's compute, in percent of the card (or of its partition): utilization x this / "
+     "100 is its share of the card.",
+     [](const usage::GrantSample& g) {
+       return g.hold.grants == 1 ? std::optional(g.hold.cores_allowance_percent) : std::nullopt;
+     }},
     {"gpustack_instance_accelerator_temperature_celsius", "Temperature of the whole card.",
      [](const usage::GrantSample& g) { return g.temperature_celsius; }},
     {"gpustack_instance_accelerator_power_usage_watts", "Power drawn by the whole card, W.",

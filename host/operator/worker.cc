@@ -16,6 +16,7 @@
 #include "host/kube/workqueue.h"
 #include "host/loader/dlopen_source.h"
 #include "host/operator/instance_controller.h"
+#include "host/operator/pool_metrics.h"
 #include "host/operator/reconciler.h"
 #include "host/runtime/node_config.h"
 
@@ -37,6 +38,7 @@ struct Counters {
   bool leading = false;
   bool synced = false;
   Json snapshot = Json::object();
+  std::string pool_metrics;  // the InstanceTypes' views at the latest pass (pool_metrics.h)
   std::vector<std::string> problems;
   // The leader's gpustack-node-devices check, while it leads.
   NodeDevicesCheck* node_check = nullptr;
@@ -405,6 +407,9 @@ class ReconcileLoop {
                      {"problems", problems}};
     for (const auto& reconciler : reconcilers_) reconciler->Describe(snapshot);
     counters_.snapshot = std::move(snapshot);
+    std::vector<Json> instance_types;
+    for (const ObjectPtr& t : instance_types_->List()) instance_types.push_back(*t);
+    counters_.pool_metrics = RenderPoolMetrics(instance_types);
   }
 
   // A node's facts at the versions and settings they were read from.
@@ -546,6 +551,7 @@ std::string RenderMetrics(Counters& c) {
   sample("gpustack_instance_forced_stops_total", std::to_string(instances.stops_forced));
   Quantiles(out, "gpustack_instance_reconcile_seconds",
             "Time to reconcile one Instance (the most recent 4096).", instances.reconcile_seconds);
+  if (c.leading) out += c.pool_metrics;  // a standby's would be stale
   return out;
 }
 

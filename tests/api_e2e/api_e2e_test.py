@@ -269,9 +269,15 @@ class ApiE2e(unittest.TestCase):
         strict = kubectl("create", "--validate=strict", "-f", "-", stdin=json.dumps(unknown), check=False)
         self.assertNotEqual(strict.returncode, 0)
         self.assertIn('unknown field "spec.colour"', strict.stderr)
-        # metrics: registered, not served yet.
-        metrics = kubectl("get", "--raw", f"/apis/worker.gpustack.ai/v1/namespaces/default/instances/sliced-demo/metrics", check=False)
-        self.assertIn("metrics are not served yet", metrics.stderr)
+        # metrics: an Instance whose Pod never started has its totals and zero use; one that does
+        # not exist is NotFound (the figures themselves: tests/instance_e2e/metrics_e2e_test.py).
+        metrics = json.loads(kubectl("get", "--raw", f"/apis/worker.gpustack.ai/v1/namespaces/{USER_NS}/instances/i1/metrics").stdout)
+        self.assertEqual(metrics["kind"], "InstanceMetrics")
+        self.assertEqual(metrics["metadata"]["name"], "i1")
+        self.assertEqual(metrics["sample"]["cpuUsedMilliCores"], 0)
+        self.assertIn("cpuTotalMilliCores", metrics["sample"])
+        missing = kubectl("get", "--raw", f"/apis/worker.gpustack.ai/v1/namespaces/{USER_NS}/instances/nobody/metrics", check=False)
+        self.assertIn("NotFound", missing.stderr)
         # delete one, then the rest of a label's collection.
         kubectl("delete", "inst", "i4", "-n", USER_NS, "--timeout=60s")
         kubectl("delete", "inst", "-n", USER_NS, "-l", "batch=a", "--timeout=60s")

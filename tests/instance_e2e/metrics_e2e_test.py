@@ -110,6 +110,8 @@ class Metrics(unittest.TestCase):
         cls.t4 = wait("the T4 pool", lambda: pool_named(
             lambda t: "t4" in (t.get("spec", {}).get("acceleratorGroup") or "").lower()
             and t.get("status", {}).get("entrance")))
+        wait("the v1 API", lambda: kubectl("get", "instances.v1.worker.gpustack.ai", "-n", NS,
+                                           check=False).returncode == 0)
         write_rows({})
         # Two slices of 20 % of a T4; gate 3 packs them onto one card (fullest first).
         for name, cores in (("metrics-a", 100), ("metrics-b", 50)):
@@ -243,6 +245,27 @@ class Metrics(unittest.TestCase):
         self.assertIn("kubelet's stats summary", body)
         self.assertIn("metrics.k8s.io", body)
         wait("the kubelet's summary again", lambda: metrics_of("metrics-a")[0] == 200, 60)
+
+    def test_7_every_dashboard_panel_has_series_on_a_real_prometheus(self):
+        self.rows(a={"used_mib": 1000, "sm_util": 15}, b={"used_mib": 2000, "sm_util": 20})
+        with open(os.path.join(REPO, "charts/gpustack-operator/files/gpustack-dashboard.json")) as f:
+            dashboard = json.load(f)
+        with testbed.Prometheus() as prometheus:
+            def scraped():
+                up = prometheus.query('up{kubernetes_pod_name=~"gpustack-operator-.*"}')
+                pods = {r["metric"]["kubernetes_pod_name"] for r in up if r["value"][1] == "1"}
+                return up if any("device-manager" in p for p in pods) and any(
+                    "worker" in p for p in pods) else None
+            up = wait("Prometheus scraping the worker and the node daemon", scraped, 90)
+            say(f"scrape targets up: {sorted(r['metric']['kubernetes_pod_name'] for r in up)}")
+            for panel in dashboard["panels"]:
+                for target in panel["targets"]:
+                    result = wait(f"series for {panel['title']!r}",
+                                  lambda: prometheus.query(target["expr"]) or None, 60)
+                    say(f"{panel['title']}: {len(result)} series ({target['expr'][:60]})")
+            for r in prometheus.query('scrape_duration_seconds{kubernetes_pod_name=~".*device-manager.*"}'
+                                      ' or scrape_body_size_bytes{kubernetes_pod_name=~".*device-manager.*"}'):
+                say(f"node daemon scrape: {r['metric']['__name__']} = {r['value'][1]}")
 
     def test_6_never_started_is_totals_and_zeroes(self):
         spec = quick_start(self.t4, name="metrics-stopped", stop=True)

@@ -2,6 +2,7 @@
 that run them. The testbed directory comes from GPUSTACK_TESTBED_DIR (scripts/testbed/testbed.sh)."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -81,3 +82,100 @@ def publish_devices(node, fixture, repo):
         "gpustack-tests", "-f", "-",
         stdin=json.dumps({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices",
                           "metadata": {"name": node}, "spec": spec}))
+
+
+# How a cluster's Prometheus finds what to scrape without the Prometheus Operator: every Pod
+# with prometheus.io/scrape, at its prometheus.io/port, path and scheme (the chart's
+# annotations). Debian's Prometheus is built without Kubernetes service discovery, so the
+# testbed reads the annotations itself and hands Prometheus the targets the usual kubernetes_sd
+# relabelling would give (file_sd). honor_labels keeps the exporters' namespace and node labels.
+PROMETHEUS_CONFIG = """global: {scrape_interval: 5s, evaluation_interval: 5s}
+scrape_configs:
+  - job_name: kubernetes-pods
+    honor_labels: true
+    tls_config: {insecure_skip_verify: true}
+    file_sd_configs: [{files: [targets.json], refresh_interval: 5s}]
+"""
+
+
+def annotated_targets():
+    """file_sd target groups for the Pods annotated prometheus.io/scrape=true."""
+    pods = json.loads(kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    groups = []
+    for pod in pods:
+        a = pod["metadata"].get("annotations", {})
+        ip = pod.get("status", {}).get("podIP")
+        if a.get("prometheus.io/scrape") != "true" or not ip or "prometheus.io/port" not in a:
+            continue
+        groups.append({"targets": [f"{ip}:{a['prometheus.io/port']}"],
+                       "labels": {"__scheme__": a.get("prometheus.io/scheme", "http"),
+                                  "__metrics_path__": a.get("prometheus.io/path", "/metrics"),
+                                  "kubernetes_namespace": pod["metadata"]["namespace"],
+                                  "kubernetes_pod_name": pod["metadata"]["name"]}})
+    return groups
+
+
+class Prometheus:
+    """A real Prometheus (Debian's package) scraping this testbed's annotated Pods, on a free
+    loopback port; stopped on exit. `query` evaluates PromQL."""
+
+    def __enter__(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = os.path.join(DIR, "prometheus")
+        shutil.rmtree(self.dir, ignore_errors=True)  # no series from an earlier run
+        os.makedirs(self.dir)
+        config = os.path.join(self.dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write(PROMETHEUS_CONFIG)
+        self.discover()
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
+        self.process = subprocess.Popen(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--enable-feature=extra-scrape-metrics"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while not self.api("/-/ready", raw=True):
+            if self.process.poll() is not None or time.time() > deadline:
+                self.__exit__()
+                with open(os.path.join(self.dir, "prometheus.log")) as f:
+                    raise AssertionError(f"Prometheus did not start: {f.read()[-2000:]}")
+            time.sleep(0.5)
+        return self
+
+    def discover(self):
+        """The annotated Pods as they are now, for Prometheus's next refresh."""
+        path = os.path.join(self.dir, "targets.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(annotated_targets(), f)
+        os.replace(path + ".tmp", path)
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+    def api(self, path, raw=False, **params):
+        import urllib.parse
+        import urllib.request
+        url = f"http://127.0.0.1:{self.port}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = r.read().decode()
+        except OSError:
+            return None
+        return body if raw else json.loads(body)
+
+    def query(self, expr):
+        """The instant vector `expr` evaluates to now (a list of {metric, value})."""
+        answer = self.api("/api/v1/query", query=expr)
+        if not answer or answer.get("status") != "success":
+            raise AssertionError(f"{expr}: {answer}")
+        return answer["data"]["result"]

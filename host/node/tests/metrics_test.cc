@@ -71,6 +71,8 @@ TEST(Metrics, AGrantReadsItsOwnShareOfItsCard) {
             std::string::npos);
   EXPECT_NE(text.find("gpustack_instance_accelerator_unhealthy" + grant + " 0\n"),
             std::string::npos);
+  EXPECT_NE(text.find("gpustack_instance_accelerator_cores_allowance_percent" + grant + " 30\n"),
+            std::string::npos);
   EXPECT_EQ(text.find("temperature"), std::string::npos) << text;  // not measured
   EXPECT_EQ(text.find("power"), std::string::npos) << text;
   EXPECT_EQ(text.find("instance=\""), std::string::npos);  // the label is instance_name
