@@ -33,16 +33,6 @@ void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   }
 }
 
-// A container's resource limits in a Pod object (null when it has none).
-Json LimitsOf(const Json& pod, const std::string& container) {
-  const Json& containers = JsonAt(pod, {"spec", "containers"});
-  if (!containers.is_array()) return nullptr;
-  for (const Json& c : containers) {
-    if (c.is_object() && c.value("name", "") == container) return JsonAt(c, {"resources", "limits"});
-  }
-  return nullptr;
-}
-
 // The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
 Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
   std::ifstream file(proc_root / std::to_string(pid) / "cgroup");
@@ -291,50 +281,12 @@ class Daemon {
     std::map<std::string, kube::ObjectPtr> pods;  // by uid
     for (const kube::ObjectPtr& pod : pod_informer_->List())
       pods[StringAt(*pod, {"metadata", "uid"})] = pod;
-    std::vector<usage::Hold> holds;
+    std::map<std::string, const Json*> objects;
+    for (const auto& [uid, pod] : pods) objects[uid] = pod.get();
+    const std::vector<usage::Hold> holds =
+        runtime_.WithLedger([&](ledger::NodeLedger& ledger) { return HoldsOf(ledger, objects); });
     std::set<std::string> reported;  // the Pods the Pod-level families cover
-    runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-      std::map<std::string, const ledger::Group*> group_of;  // by card id
-      std::map<std::string, const ledger::Accelerator*> card_of;
-      for (const ledger::Group& g : ledger.spec().groups) {
-        for (const ledger::Accelerator& a : g.accelerators) {
-          group_of[a.id] = &g;
-          card_of[a.id] = &a;
-        }
-      }
-      // A Pod's charges per card, whichever of its containers holds them, each slice with the
-      // budget its container's limits ask (the allocator's); the SSH sidecar's view of its
-      // Pod's cards (Mode::kNone) holds nothing.
-      std::map<std::pair<std::string, std::string>, std::vector<usage::HeldCharge>> charges;
-      for (const auto& [owner, allocation] : ledger.allocations()) {
-        auto pod = pods.find(owner.pod_uid);
-        for (const ledger::Charge& c : allocation.charges) {
-          auto group = group_of.find(c.accelerator_id);
-          if (c.mode == ledger::Mode::kNone || pod == pods.end() || group == group_of.end())
-            continue;
-          uint64_t budget = 0;
-          if (c.mode == ledger::Mode::kSliced)
-            budget = usage::SliceBudgetOfLimits(LimitsOf(*pod->second, owner.container),
-                                                group->second->memory);
-          charges[{owner.pod_uid, c.accelerator_id}].push_back({c, budget});
-        }
-      }
-      for (const auto& [key, on_card] : charges) {
-        auto pod = pods.find(key.first);
-        auto group = group_of.find(key.second);
-        if (pod == pods.end() || group == group_of.end()) continue;
-        usage::Hold hold =
-            usage::HoldOf(on_card, group->second->memory, card_of[key.second]->profiles);
-        hold.ns = StringAt(*pod->second, {"metadata", "namespace"});
-        hold.pod = StringAt(*pod->second, {"metadata", "name"});
-        hold.pod_uid = key.first;
-        const usage::Subject subject = usage::SubjectOf(*pod->second);
-        hold.instance_name = subject.name;
-        hold.instance_uid = subject.uid;
-        holds.push_back(std::move(hold));
-        reported.insert(key.first);
-      }
-    });
+    for (const usage::Hold& h : holds) reported.insert(h.pod_uid);
     std::set<std::string> node_pods;
     for (const auto& [uid, pod] : pods) {
       node_pods.insert(uid);

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "host/common/json_path.h"
 #include "host/kube/resource.h"
 
 namespace gpustack::node {
@@ -148,7 +149,54 @@ constexpr CardFigure kCardFigures[] = {
     {"power_usage_watts", &sdk::DeviceSample::power_watts},
 };
 
+// A container's resource limits in a Pod object (null when it has none).
+nlohmann::json LimitsOf(const nlohmann::json& pod, const std::string& container) {
+  const nlohmann::json& containers = JsonAt(pod, {"spec", "containers"});
+  if (!containers.is_array()) return nullptr;
+  for (const nlohmann::json& c : containers) {
+    if (c.is_object() && c.value("name", "") == container)
+      return JsonAt(c, {"resources", "limits"});
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+std::vector<usage::Hold> HoldsOf(const ledger::NodeLedger& ledger,
+                                 const std::map<std::string, const nlohmann::json*>& pods) {
+  std::map<std::string, std::pair<const ledger::Group*, const ledger::Accelerator*>> cards;
+  for (const ledger::Group& g : ledger.spec().groups) {
+    for (const ledger::Accelerator& a : g.accelerators) cards[a.id] = {&g, &a};
+  }
+  std::map<std::pair<std::string, std::string>, std::vector<usage::HeldCharge>> charges;
+  for (const auto& [owner, allocation] : ledger.allocations()) {
+    auto pod = pods.find(owner.pod_uid);
+    for (const ledger::Charge& c : allocation.charges) {
+      auto card = cards.find(c.accelerator_id);
+      if (c.mode == ledger::Mode::kNone || pod == pods.end() || card == cards.end()) continue;
+      const uint64_t budget =
+          c.mode == ledger::Mode::kSliced
+              ? usage::SliceBudgetOfLimits(LimitsOf(*pod->second, owner.container),
+                                           card->second.first->memory)
+              : 0;
+      charges[{owner.pod_uid, c.accelerator_id}].push_back({c, budget});
+    }
+  }
+  std::vector<usage::Hold> holds;
+  for (const auto& [key, on_card] : charges) {
+    const auto& [group, card] = cards.at(key.second);
+    const nlohmann::json& pod = *pods.at(key.first);
+    usage::Hold hold = usage::HoldOf(on_card, group->memory, card->profiles);
+    hold.ns = StringAt(pod, {"metadata", "namespace"});
+    hold.pod = StringAt(pod, {"metadata", "name"});
+    hold.pod_uid = key.first;
+    const usage::Subject subject = usage::SubjectOf(pod);
+    hold.instance_name = subject.name;
+    hold.instance_uid = subject.uid;
+    holds.push_back(std::move(hold));
+  }
+  return holds;
+}
 
 std::vector<usage::CardReading> ReadingsOf(const runtime::SampleRound& round) {
   std::vector<usage::CardReading> out;

@@ -9,10 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "host/ledger/ledger.h"
 #include "host/runtime/node_runtime.h"
 #include "host/usage/grants.h"
 #include "host/usage/pod_usage.h"
@@ -42,6 +44,13 @@ struct MetricsInput {
   std::optional<bool> kubelet_ok;
   double kubelet_seconds = 0;
 };
+
+// Every Pod's holds on the node's cards, from the ledger's allocations and the node's Pods (by
+// uid): a Pod's charges on one card together, whichever of its containers has them, each slice
+// with the budget its container's limits ask (as the allocator enforced it). The SSH sidecar's
+// view of its Pod's cards (Mode::kNone) holds nothing; a Pod not in `pods` is left out.
+std::vector<usage::Hold> HoldsOf(const ledger::NodeLedger& ledger,
+                                 const std::map<std::string, const nlohmann::json*>& pods);
 
 // The cards' readings as usage::Attribute takes them.
 std::vector<usage::CardReading> ReadingsOf(const runtime::SampleRound& round);

@@ -104,7 +104,10 @@ def series(text, family, instance_name):
 class Metrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if os.environ.get("INSTANCE_E2E_INSTALL", "1") == "1":
+        installed = testbed.run(testbed.HELM, "--kubeconfig", testbed.KUBECONFIG, "status",
+                                "gpustack-operator", "-n", "gpustack-system",
+                                check=False).returncode == 0  # by instance_e2e_test.py
+        if os.environ.get("INSTANCE_E2E_INSTALL", "1") == "1" and not installed:
             testbed.install_local_chart(
                 REPO, BUILD, ["gpustack-operator", "gpustack-ssh-server", "gpustack-plugin-example"])
         cls.t4 = wait("the T4 pool", lambda: pool_named(

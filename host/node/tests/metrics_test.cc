@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "host/ledger/tests/fixtures.h"
+
 namespace gpustack::node {
 namespace {
 
@@ -142,6 +144,35 @@ TEST(Metrics, TheSnapshotCarriesCardsGrantsAndItsAge) {
   EXPECT_EQ(snapshot["ageSeconds"], 7);
   EXPECT_EQ(snapshot["periodSeconds"], 15);
   EXPECT_EQ(snapshot["time"], "2027-01-15T08:00:00Z");
+}
+
+TEST(Metrics, HoldsAreEachPodsChargesPerCardWithTheBudgetItsLimitsAsk) {
+  ledger::NodeLedger node("node-a", ledger::testing::T4Node(2, "GPU-"));
+  auto slice = [](const std::string& card, uint32_t percent) {
+    ledger::Charge c;
+    c.accelerator_id = card;
+    c.mode = ledger::Mode::kSliced;
+    c.credits = int64_t{percent} * ledger::kCreditsPerPercent;
+    c.cores_percentage = 50;
+    return c;
+  };
+  ASSERT_TRUE(node.Restore({{"uid-a", "main"}, {slice("GPU-0", 20)}}));
+  ASSERT_TRUE(node.Restore({{"uid-b", "main"}, {slice("GPU-1", 10)}}));
+  ASSERT_TRUE(node.Restore({{"uid-gone", "main"}, {slice("GPU-1", 10)}}));
+  const usage::Json a = usage::Json::parse(R"({"metadata": {"name": "dev", "namespace": "t", "uid": "uid-a",
+      "labels": {"worker.gpustack.ai/instance": "dev", "app.kubernetes.io/part-of": "inst-a"}},
+    "spec": {"containers": [{"name": "main", "resources": {"limits": {
+      "nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "20"}}}]}})");
+  const usage::Json b = usage::Json::parse(R"({"metadata": {"name": "web", "namespace": "t", "uid": "uid-b"},
+    "spec": {"containers": [{"name": "main"}]}})");
+  const std::vector<usage::Hold> holds = HoldsOf(node, {{"uid-a", &a}, {"uid-b", &b}});
+  ASSERT_EQ(holds.size(), 2u) << "uid-gone is no Pod of the node's";
+  EXPECT_EQ(holds[0].pod_uid, "uid-a");
+  EXPECT_EQ(holds[0].instance_uid, "inst-a");
+  EXPECT_EQ(holds[0].memory_total_mib, 16384u * 20 / 100) << "from its limits, rounded down";
+  EXPECT_EQ(holds[0].cores_allowance_percent, 50);
+  EXPECT_EQ(holds[1].instance_name, "web");
+  EXPECT_EQ(holds[1].memory_total_mib, 1638u) << "no limits at hand: from the credits";
 }
 
 }  // namespace
