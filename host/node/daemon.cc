@@ -37,8 +37,8 @@ void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
 Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
   std::ifstream file(proc_root / std::to_string(pid) / "cgroup");
   if (!file) {
-    return Error{"no " + (proc_root / std::to_string(pid) / "cgroup").string(), Code::kNotFound,
-                 0, usage::kExited};
+    return Error{"no " + (proc_root / std::to_string(pid) / "cgroup").string(), Code::kNotFound, 0,
+                 usage::kExited};
   }
   std::ostringstream text;
   text << file.rdbuf();
@@ -305,17 +305,17 @@ class Daemon {
   void AddPodFigures(MetricsInput& input, const std::map<std::string, kube::ObjectPtr>& pods,
                      const std::set<std::string>& reported) {
     const auto began = std::chrono::steady_clock::now();
-    auto summary = client_.Request("GET",
-                                   "/api/v1/nodes/" + options_.node_name + "/proxy/stats/summary",
-                                   nullptr, "application/json", false,
-                                   options_.kubelet_stats_timeout);
+    auto summary =
+        client_.Request("GET", "/api/v1/nodes/" + options_.node_name + "/proxy/stats/summary",
+                        nullptr, "application/json", false, options_.kubelet_stats_timeout);
     input.kubelet_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     Result<std::map<std::string, usage::PodUse>> use =
         summary ? usage::UseFromSummary(*summary)
                 : Result<std::map<std::string, usage::PodUse>>(summary.failure());
     input.kubelet_ok = use.ok();
-    if (!use && !kubelet_failing_) log_->warn("cannot read the kubelet's stats summary: {}", use.error());
+    if (!use && !kubelet_failing_)
+      log_->warn("cannot read the kubelet's stats summary: {}", use.error());
     if (use && kubelet_failing_) log_->info("the kubelet's stats summary reads again");
     kubelet_failing_ = !use;
     for (const std::string& uid : reported) {

@@ -67,7 +67,9 @@ class Family {
 
 Labels PodLabels(const std::string& ns, const std::string& instance_name,
                  const std::string& instance_uid, const std::string& node) {
-  return {{"namespace", ns}, {"instance_name", instance_name}, {"instance_uid", instance_uid},
+  return {{"namespace", ns},
+          {"instance_name", instance_name},
+          {"instance_uid", instance_uid},
           {"node", node}};
 }
 
@@ -213,7 +215,8 @@ std::vector<usage::CardReading> ReadingsOf(const runtime::SampleRound& round) {
       r.unhealthy = c.sample.health == GPUSTACK_HEALTH_UNHEALTHY;
     r.processes_listed = c.processes_listed;
     for (const sdk::ProcessSample& p : c.processes) {
-      r.processes.push_back({p.pid, p.partition_id, p.memory_used_mib, p.cores_utilization_percent});
+      r.processes.push_back(
+          {p.pid, p.partition_id, p.memory_used_mib, p.cores_utilization_percent});
     }
     out.push_back(std::move(r));
   }
@@ -293,8 +296,7 @@ nlohmann::json SnapshotJson(const MetricsInput& input, std::chrono::system_clock
                         {"errors", input.round.errors}};
   if (input.sampled) {
     out["time"] = kube::FormatTime(input.sampled_at);
-    out["ageSeconds"] =
-        std::chrono::duration<double>(now - input.sampled_at).count();
+    out["ageSeconds"] = std::chrono::duration<double>(now - input.sampled_at).count();
   }
   return out;
 }

@@ -60,9 +60,8 @@ std::string RenderMetrics(const MetricsInput& input);
 
 // The latest round as JSON (`/monitor/snapshot`): the cards, each grant with the Pod it belongs
 // to, and how old the round is at `now` (the worker drops one older than three periods).
-nlohmann::json SnapshotJson(const MetricsInput& input,
-                            std::chrono::system_clock::time_point now =
-                                std::chrono::system_clock::now());
+nlohmann::json SnapshotJson(const MetricsInput& input, std::chrono::system_clock::time_point now =
+                                                           std::chrono::system_clock::now());
 
 }  // namespace gpustack::node
 

@@ -92,9 +92,8 @@ Result<Json> InstanceMetricsObject(const Json& instance, const MetricsSources& s
   } else {
     std::optional<usage::PodUse> use;
     std::string failures;
-    for (const auto& [source, name] :
-         {std::pair{&sources.kubelet, "the kubelet's stats summary"},
-          std::pair{&sources.metrics_api, "metrics.k8s.io"}}) {
+    for (const auto& [source, name] : {std::pair{&sources.kubelet, "the kubelet's stats summary"},
+                                       std::pair{&sources.metrics_api, "metrics.k8s.io"}}) {
       if (use || !source->has_value()) continue;
       if ((*source)->ok()) {
         use = ***source;
@@ -120,8 +119,7 @@ Result<Json> InstanceMetricsObject(const Json& instance, const MetricsSources& s
               {"sample", sample}};
 }
 
-InstanceMetricsService::InstanceMetricsService(kube::Client& client,
-                                               InstanceMetricsOptions options)
+InstanceMetricsService::InstanceMetricsService(kube::Client& client, InstanceMetricsOptions options)
     : client_(client), options_(std::move(options)) {}
 
 https::Response InstanceMetricsService::Get(const Json& instance) {
@@ -134,7 +132,8 @@ https::Response InstanceMetricsService::Get(const Json& instance) {
   kube::ListOptions named;
   named.field_selector = "metadata.name=" + name;
   auto got = client_.List(kube::resources::Pods(), ns, named);
-  if (!got) return api::ErrorResponse(got.failure().WithContext("cannot read the Instance's Pod: "));
+  if (!got)
+    return api::ErrorResponse(got.failure().WithContext("cannot read the Instance's Pod: "));
   for (Json& candidate : got->items) {
     // Only the Instance's own Pod: same name and namespace, and part of this incarnation.
     if (StringAt(candidate, {"metadata", "labels", usage::kPartOfLabel}) == uid) {
@@ -158,11 +157,11 @@ https::Response InstanceMetricsService::Get(const Json& instance) {
       sources.kubelet = summary.failure();
     }
     if (!sources.kubelet->ok()) {
-      auto metrics = client_.Request(
-          "GET", "/apis/metrics.k8s.io/v1beta1/namespaces/" + ns + "/pods/" + name, nullptr,
-          "application/json", false, options_.timeout);
-      sources.metrics_api = metrics ? usage::UseFromPodMetrics(*metrics)
-                                    : Result<usage::PodUse>(metrics.failure());
+      auto metrics =
+          client_.Request("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/" + ns + "/pods/" + name,
+                          nullptr, "application/json", false, options_.timeout);
+      sources.metrics_api =
+          metrics ? usage::UseFromPodMetrics(*metrics) : Result<usage::PodUse>(metrics.failure());
     }
     sources.snapshot = Snapshot(node);
   }
@@ -179,9 +178,8 @@ Result<Json> InstanceMetricsService::KubeletSummary(const std::string& node) {
   if (cached.summary && now - cached.at < options_.kubelet_cache) return *cached.summary;
   cached.fetching = true;
   lock.unlock();
-  Result<Json> summary =
-      client_.Request("GET", "/api/v1/nodes/" + node + "/proxy/stats/summary", nullptr,
-                      "application/json", false, options_.timeout);
+  Result<Json> summary = client_.Request("GET", "/api/v1/nodes/" + node + "/proxy/stats/summary",
+                                         nullptr, "application/json", false, options_.timeout);
   lock.lock();
   cached.fetching = false;
   // A failure is not kept: the next request asks again.
@@ -208,12 +206,13 @@ Result<Json> InstanceMetricsService::Snapshot(const std::string& node) {
     for (const Json& c : containers.is_array() ? containers : Json::array()) {
       const Json& ports = JsonAt(c, {"ports"});
       for (const Json& p : ports.is_array() ? ports : Json::array()) {
-        if (p.is_object() && p.value("name", "") == "metrics") port = p.value("containerPort", port);
+        if (p.is_object() && p.value("name", "") == "metrics")
+          port = p.value("containerPort", port);
       }
     }
     return client_.Request("GET",
-                           "/api/v1/namespaces/" + options_.system_namespace + "/pods/https:" +
-                               StringAt(daemon, {"metadata", "name"}) + ":" +
+                           "/api/v1/namespaces/" + options_.system_namespace +
+                               "/pods/https:" + StringAt(daemon, {"metadata", "name"}) + ":" +
                                std::to_string(port) + "/proxy/monitor/snapshot",
                            nullptr, "application/json", false, options_.timeout);
   }

@@ -46,7 +46,8 @@ std::optional<std::string> ContainerIdOf(std::string_view component) {
   component = StripSuffix(component, ".scope");
   if (component.find("conmon") != std::string_view::npos) return std::nullopt;
   const size_t dash = component.rfind('-');
-  const std::string_view id = dash == std::string_view::npos ? component : component.substr(dash + 1);
+  const std::string_view id =
+      dash == std::string_view::npos ? component : component.substr(dash + 1);
   if (id.size() < 12 || !IsHex(id)) return std::nullopt;
   return std::string(id);
 }

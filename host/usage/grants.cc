@@ -68,12 +68,14 @@ Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory
   for (const auto& [c, budget] : charges_on_card) {
     switch (c.mode) {
       case ledger::Mode::kSliced:
-        hold.memory_total_mib += budget > 0 ? budget : SliceBudgetOfCredits(c.credits, card_memory_mib);
+        hold.memory_total_mib +=
+            budget > 0 ? budget : SliceBudgetOfCredits(c.credits, card_memory_mib);
         hold.cores_allowance_percent += c.cores_percentage;
         break;
       case ledger::Mode::kPartitioned: {
-        auto p = std::find_if(profiles.begin(), profiles.end(),
-                              [&](const ledger::PartitionProfile& x) { return x.name == c.profile; });
+        auto p =
+            std::find_if(profiles.begin(), profiles.end(),
+                         [&](const ledger::PartitionProfile& x) { return x.name == c.profile; });
         hold.memory_total_mib += p != profiles.end() ? p->memory_mib : 0;
         // A partition's processes are read against the partition itself (its own engines).
         hold.cores_allowance_percent = 100;
@@ -110,8 +112,8 @@ Attribution Attribute(const std::vector<CardReading>& cards, const std::vector<H
         why = uid.error();
       } else if (!holders.contains(*uid)) {
         reason = node_pods.contains(*uid) ? kMediated : kUnknownPod;
-        why = "Pod " + *uid + (reason == kMediated ? " holds no grant on this card"
-                                                   : " is not one the node runs");
+        why = "Pod " + *uid +
+              (reason == kMediated ? " holds no grant on this card" : " is not one the node runs");
       }
       if (!reason.empty()) {
         out.unplaced.push_back(card.id + ": pid " + std::to_string(p.pid) + ": " + reason + ": " +

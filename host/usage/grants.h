@@ -53,7 +53,7 @@ struct Hold {
   std::string card_id;
   ledger::Mode mode = ledger::Mode::kNone;
   int grants = 0;  // more than one (two slices of one card): one entry, no figures of its own
-  uint64_t memory_total_mib = 0;      // the grant's memory (their sum when several)
+  uint64_t memory_total_mib = 0;  // the grant's memory (their sum when several)
   // The grant's compute, in percent of what its process rows are read against: the card's (a
   // slice: its cores percentage), or the partition's own (100).
   double cores_allowance_percent = 100;
@@ -83,9 +83,9 @@ struct Capability {
 };
 
 struct Attribution {
-  std::vector<GrantSample> grants;        // in the holds' order
-  std::vector<Capability> capabilities;   // per card read, memory then cores
-  std::vector<std::string> unplaced;      // "<card>: pid <n>: <reason>: <why>", for the log
+  std::vector<GrantSample> grants;       // in the holds' order
+  std::vector<Capability> capabilities;  // per card read, memory then cores
+  std::vector<std::string> unplaced;     // "<card>: pid <n>: <reason>: <why>", for the log
 };
 
 // The Pod uid a host pid runs in, or an error whose `reason` is one of cgroup.h's.

@@ -67,7 +67,8 @@ Result<std::map<std::string, PodUse>> UseFromSummary(const Json& summary) {
     PodUse use;
     if (auto nano = UnsignedAt(p, "cpu", "usageNanoCores"))
       use.cpu_millicores = static_cast<int64_t>(*nano / 1'000'000);
-    if (auto bytes = UnsignedAt(p, "memory", "workingSetBytes")) use.memory_mib = MibRoundedUp(*bytes);
+    if (auto bytes = UnsignedAt(p, "memory", "workingSetBytes"))
+      use.memory_mib = MibRoundedUp(*bytes);
     if (auto bytes = UnsignedAt(p, "ephemeral-storage", "usedBytes"))
       use.storage_mib = MibRoundedUp(*bytes);
     out[uid] = use;

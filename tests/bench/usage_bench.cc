@@ -61,15 +61,19 @@ node::MetricsInput FullNode() {
     hold.pod = hold.instance_name = "notebook-" + std::to_string(p);
     hold.pod_uid = hold.instance_uid = Uid(p);
     holds.push_back(hold);
-    input.pods.push_back({hold.ns, hold.pod, hold.pod_uid, hold.instance_name, hold.instance_uid,
-                          {2000, 8192, 20480}, {350, 3000, 120}});
+    input.pods.push_back({hold.ns,
+                          hold.pod,
+                          hold.pod_uid,
+                          hold.instance_name,
+                          hold.instance_uid,
+                          {2000, 8192, 20480},
+                          {350, 3000, 120}});
   }
   std::set<std::string> uids;
   for (const usage::Hold& h : holds) uids.insert(h.pod_uid);
-  input.attribution = usage::Attribute(node::ReadingsOf(input.round), holds, uids,
-                                       [](uint32_t pid) -> Result<std::string> {
-                                         return Uid(static_cast<int>(pid) - 1000);
-                                       });
+  input.attribution = usage::Attribute(
+      node::ReadingsOf(input.round), holds, uids,
+      [](uint32_t pid) -> Result<std::string> { return Uid(static_cast<int>(pid) - 1000); });
   input.kubelet_ok = true;
   return input;
 }
@@ -94,9 +98,9 @@ void BM_Attribute(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(out.grants.data());
   }
-  state.counters["per_card"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * kCards),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_card"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kCards),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Attribute)->Unit(benchmark::kMicrosecond);
 

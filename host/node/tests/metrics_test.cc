@@ -45,10 +45,15 @@ MetricsInput OneSlice(bool processes_listed = true) {
   hold.pod_uid = kPodUid;
   hold.instance_name = "web";
   hold.instance_uid = "instance-uid-1";
-  input.attribution = usage::Attribute(ReadingsOf(input.round), {hold}, {kPodUid},
-                                       [](uint32_t) -> Result<std::string> { return std::string(kPodUid); });
-  PodFigures pod{.ns = hold.ns, .pod = "web", .pod_uid = kPodUid, .instance_name = "web",
-                 .instance_uid = "instance-uid-1", .totals = {2000, 4096, 10240},
+  input.attribution =
+      usage::Attribute(ReadingsOf(input.round), {hold}, {kPodUid},
+                       [](uint32_t) -> Result<std::string> { return std::string(kPodUid); });
+  PodFigures pod{.ns = hold.ns,
+                 .pod = "web",
+                 .pod_uid = kPodUid,
+                 .instance_name = "web",
+                 .instance_uid = "instance-uid-1",
+                 .totals = {2000, 4096, 10240},
                  .use = {120, 300, std::nullopt}};
   input.pods.push_back(pod);
   input.kubelet_ok = true;
@@ -159,11 +164,13 @@ TEST(Metrics, HoldsAreEachPodsChargesPerCardWithTheBudgetItsLimitsAsk) {
   ASSERT_TRUE(node.Restore({{"uid-a", "main"}, {slice("GPU-0", 20)}}));
   ASSERT_TRUE(node.Restore({{"uid-b", "main"}, {slice("GPU-1", 10)}}));
   ASSERT_TRUE(node.Restore({{"uid-gone", "main"}, {slice("GPU-1", 10)}}));
-  const usage::Json a = usage::Json::parse(R"({"metadata": {"name": "dev", "namespace": "t", "uid": "uid-a",
+  const usage::Json a =
+      usage::Json::parse(R"({"metadata": {"name": "dev", "namespace": "t", "uid": "uid-a",
       "labels": {"worker.gpustack.ai/instance": "dev", "app.kubernetes.io/part-of": "inst-a"}},
     "spec": {"containers": [{"name": "main", "resources": {"limits": {
       "nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "20"}}}]}})");
-  const usage::Json b = usage::Json::parse(R"({"metadata": {"name": "web", "namespace": "t", "uid": "uid-b"},
+  const usage::Json b =
+      usage::Json::parse(R"({"metadata": {"name": "web", "namespace": "t", "uid": "uid-b"},
     "spec": {"containers": [{"name": "main"}]}})");
   const std::vector<usage::Hold> holds = HoldsOf(node, {{"uid-a", &a}, {"uid-b", &b}});
   ASSERT_EQ(holds.size(), 2u) << "uid-gone is no Pod of the node's";

@@ -18,9 +18,9 @@ TEST(Cgroup, CgroupfsDriverOnV2) {
 TEST(Cgroup, SystemdDriverWithContainerdAndCrio) {
   const std::string underscored = "0f2c6a3e_5b1d_4c7a_9e2f_1a2b3c4d5e6f";
   for (const char* runtime : {"cri-containerd-", "crio-", "docker-"}) {
-    auto ref = ContainerOfCgroup(
-        "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + underscored +
-        ".slice/" + runtime + kId + ".scope");
+    auto ref =
+        ContainerOfCgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
+                          underscored + ".slice/" + runtime + kId + ".scope");
     ASSERT_TRUE(ref) << runtime << ": " << ref.error();
     EXPECT_EQ(ref->pod_uid, kUid) << runtime;
     EXPECT_EQ(ref->container_id, kId) << runtime;
@@ -50,9 +50,9 @@ TEST(Cgroup, ThePodsOwnCgroupAndRuntimeHelpersHaveNoContainer) {
   ASSERT_TRUE(sandbox);
   EXPECT_EQ(sandbox->pod_uid, kUid);
   EXPECT_EQ(sandbox->container_id, "");
-  auto conmon = ContainerOfCgroup(std::string("0::/kubepods.slice/kubepods-pod") +
-                                  "0f2c6a3e_5b1d_4c7a_9e2f_1a2b3c4d5e6f.slice/crio-conmon-" + kId +
-                                  ".scope");
+  auto conmon =
+      ContainerOfCgroup(std::string("0::/kubepods.slice/kubepods-pod") +
+                        "0f2c6a3e_5b1d_4c7a_9e2f_1a2b3c4d5e6f.slice/crio-conmon-" + kId + ".scope");
   ASSERT_TRUE(conmon);
   EXPECT_EQ(conmon->container_id, "");
 }

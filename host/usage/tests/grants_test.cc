@@ -101,11 +101,9 @@ TEST(Grants, ASliceReadsItsOwnProcessesAgainstItsOwnBudgetAndAllowance) {
   const Hold b = PodHold("b", {Slice("GPU-0", 50, 50)});
   EXPECT_EQ(a.memory_total_mib, 3072u);
   EXPECT_EQ(a.cores_allowance_percent, 30);
-  const Attribution out = Attribute(
-      {Card("GPU-0", {Row(11, 1000, 15),
-                      Row(12, 500, 30),
-                      Row(21, 4000, 20)})},
-      {a, b}, {"a", "b"}, Pids({{11, "a"}, {12, "a"}, {21, "b"}}));
+  const Attribution out =
+      Attribute({Card("GPU-0", {Row(11, 1000, 15), Row(12, 500, 30), Row(21, 4000, 20)})}, {a, b},
+                {"a", "b"}, Pids({{11, "a"}, {12, "a"}, {21, "b"}}));
   ASSERT_EQ(out.grants.size(), 2u);
   const GrantSample& ga = out.grants[0];
   EXPECT_EQ(*ga.memory_used_mib, 1500);
@@ -137,11 +135,9 @@ TEST(Grants, AnUnplaceableRowBlanksEveryGrantOnItsCardOnly) {
            {"", kNoPodComponent}, {"x", kUnknownPod}, {"c", kMediated}}) {
     std::map<uint32_t, std::string> pids{{11, "a"}, {31, "c"}};
     if (!pod.empty() || reason == kNoPodComponent) pids[99] = pod;
-    const Attribution out =
-        Attribute({Card("GPU-0", {Row(11, 1000, 15),
-                                  Row(99, 1, 1)}),
-                   Card("GPU-1", {Row(31, 700, 3)})},
-                  {a, c}, {"a", "c"}, Pids(pids));
+    const Attribution out = Attribute(
+        {Card("GPU-0", {Row(11, 1000, 15), Row(99, 1, 1)}), Card("GPU-1", {Row(31, 700, 3)})},
+        {a, c}, {"a", "c"}, Pids(pids));
     ASSERT_EQ(out.unplaced.size(), 1u) << reason;
     EXPECT_NE(out.unplaced[0].find("GPU-0: pid 99: " + reason), std::string::npos)
         << out.unplaced[0];
@@ -151,17 +147,15 @@ TEST(Grants, AnUnplaceableRowBlanksEveryGrantOnItsCardOnly) {
     EXPECT_EQ(*out.grants[1].memory_used_mib, 700) << reason;
   }
   // A process that exited between the listing and the lookup cannot be placed either.
-  const Attribution gone = Attribute(
-      {Card("GPU-0", {Row(12, 10, 1)})}, {a}, {"a"},
-      Pids({}));
+  const Attribution gone = Attribute({Card("GPU-0", {Row(12, 10, 1)})}, {a}, {"a"}, Pids({}));
   ASSERT_EQ(gone.unplaced.size(), 1u);
   EXPECT_NE(gone.unplaced[0].find(kExited), std::string::npos);
 }
 
 TEST(Grants, AnUnmeasuredFigureIsAbsentAndItsCapabilityNamesWhy) {
-  const Attribution out = Attribute(
-      {Card("GPU-0", {Row(11, 1000, std::nullopt)})},
-      {PodHold("a", {Slice("GPU-0", 20, 30)})}, {"a"}, Pids({{11, "a"}}));
+  const Attribution out =
+      Attribute({Card("GPU-0", {Row(11, 1000, std::nullopt)})},
+                {PodHold("a", {Slice("GPU-0", 20, 30)})}, {"a"}, Pids({{11, "a"}}));
   EXPECT_EQ(*out.grants[0].memory_used_mib, 1000);
   EXPECT_FALSE(out.grants[0].cores_utilization_percent.has_value());
   ASSERT_EQ(out.capabilities.size(), 2u);
@@ -191,8 +185,7 @@ TEST(Grants, TwoSlicesOfOneCardInOnePodAreOneEntryWithoutFigures) {
   EXPECT_EQ(both.grants, 2);
   EXPECT_EQ(both.memory_total_mib, 3072u + 1536u);
   const Attribution out =
-      Attribute({Card("GPU-0", {Row(11, 100, 1)})}, {both},
-                {"a"}, Pids({{11, "a"}}));
+      Attribute({Card("GPU-0", {Row(11, 100, 1)})}, {both}, {"a"}, Pids({{11, "a"}}));
   ASSERT_EQ(out.grants.size(), 1u);
   EXPECT_FALSE(out.grants[0].memory_used_mib.has_value());
   EXPECT_FALSE(out.grants[0].cores_utilization_percent.has_value());
@@ -213,17 +206,15 @@ TEST(Grants, APartitionIsNamedByItsOwnIdAndReadAgainstItsSize) {
   h.pod_uid = "a";
   EXPECT_EQ(h.memory_total_mib, 9856u);
   EXPECT_EQ(h.cores_allowance_percent, 100);
-  const Attribution out = Attribute(
-      {Card("GPU-0", {Row(11, 2000, 50, "MIG-1")})},
-      {h}, {"a"}, Pids({{11, "a"}}));
+  const Attribution out =
+      Attribute({Card("GPU-0", {Row(11, 2000, 50, "MIG-1")})}, {h}, {"a"}, Pids({{11, "a"}}));
   EXPECT_EQ(out.grants[0].id, "MIG-1");
   EXPECT_EQ(*out.grants[0].memory_used_mib, 2000);
   EXPECT_EQ(*out.grants[0].cores_utilization_percent, 50);
 }
 
 TEST(Grants, ACardNotSampledThisRoundHasNoEntry) {
-  const Attribution out =
-      Attribute({}, {PodHold("a", {Slice("GPU-0", 20, 30)})}, {"a"}, Pids({}));
+  const Attribution out = Attribute({}, {PodHold("a", {Slice("GPU-0", 20, 30)})}, {"a"}, Pids({}));
   EXPECT_TRUE(out.grants.empty());
   EXPECT_TRUE(out.capabilities.empty());
 }

@@ -70,8 +70,7 @@ TEST(PodUsage, MetricsApiSumsContainersAndHasNoStorage) {
 
 TEST(PodUsage, TheSampleLeavesOutWhatWasNotMeasured) {
   const Json sample = SampleJson("2026-12-05T10:00:00Z", {2000, 4096, 10240},
-                                 PodUse{10, 0, std::nullopt},
-                                 std::nullopt);
+                                 PodUse{10, 0, std::nullopt}, std::nullopt);
   EXPECT_EQ(sample["cpuTotalMilliCores"], 2000);
   EXPECT_EQ(sample["cpuUsedMilliCores"], 10);
   EXPECT_EQ(sample["memoryUsedMiB"], 0) << "measured idle is zero";
