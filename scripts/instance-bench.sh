@@ -4,14 +4,18 @@
 # tests/bench/instance_bench.py. Needs root and a built tree; no other real-node testbed may run
 # (one kubelet per machine):
 #   scripts/instance-bench.sh [BUILD_DIR]   (default: build; BENCH_RUNS, BENCH_COUNT)
+# scripts/metrics-bench.sh runs tests/bench/metrics_bench.py the same way (BENCH_SCRIPT, with
+# BENCH_KWOK_NODES kwok nodes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-[ -x "$build/bin/gpustack-operator" ] || { echo "instance-bench: build first (cmake --build $build)" >&2; exit 1; }
+script=${BENCH_SCRIPT:-tests/bench/instance_bench.py}
+name=$(basename "$script" .py)
+[ -x "$build/bin/gpustack-operator" ] || { echo "$name: build first (cmake --build $build)" >&2; exit 1; }
 scripts/images.sh --build "$build" >/dev/null
-dir=$PWD/$build/testbed/instance-bench
+dir=$PWD/$build/testbed/$name
 scripts/testbed/testbed.sh down --dir "$dir" >/dev/null 2>&1 || true
-scripts/testbed/testbed.sh up --dir "$dir" --all --kwok-nodes 10 --kubelet >/dev/null
+scripts/testbed/testbed.sh up --dir "$dir" --all --kwok-nodes "${BENCH_KWOK_NODES:-10}" --kubelet >/dev/null
 trap 'scripts/testbed/testbed.sh down --dir "$dir" >/dev/null 2>&1' EXIT
 GPUSTACK_REPO=$PWD GPUSTACK_BUILD_DIR=$PWD/$build GPUSTACK_TESTBED_DIR=$dir PYTHONUNBUFFERED=1 \
-  python3 -W ignore tests/bench/instance_bench.py
+  python3 -W ignore "$script"
