@@ -123,6 +123,17 @@ InstanceMetricsService::InstanceMetricsService(kube::Client& client, InstanceMet
     : client_(client), options_(std::move(options)) {}
 
 https::Response InstanceMetricsService::Get(const Json& instance) {
+  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
+    in_flight_.fetch_sub(1);
+    https::Response busy = api::StatusResponse(
+        429, "TooManyRequests", "too many metrics requests in flight; retry in a second");
+    busy.headers.emplace_back("Retry-After", "1");
+    return busy;
+  }
+  struct Leave {
+    std::atomic<int>& count;
+    ~Leave() { count.fetch_sub(1); }
+  } leave{in_flight_};
   const std::string ns = StringAt(instance, {"metadata", "namespace"});
   const std::string name = StringAt(instance, {"metadata", "name"});
   const std::string uid = StringAt(instance, {"metadata", "uid"});
@@ -175,20 +186,19 @@ Result<Json> InstanceMetricsService::KubeletSummary(const std::string& node) {
   Cached& cached = summaries_[node];
   fetched_.wait(lock, [&] { return !cached.fetching; });
   const auto now = std::chrono::steady_clock::now();
-  if (cached.summary && now - cached.at < options_.kubelet_cache) return *cached.summary;
+  if (cached.summary &&
+      now - cached.at < (cached.summary->ok()
+                             ? options_.kubelet_cache
+                             : std::chrono::seconds(options_.kubelet_failure_cache)))
+    return *cached.summary;
   cached.fetching = true;
   lock.unlock();
   Result<Json> summary = client_.Request("GET", "/api/v1/nodes/" + node + "/proxy/stats/summary",
                                          nullptr, "application/json", false, options_.timeout);
   lock.lock();
   cached.fetching = false;
-  // A failure is not kept: the next request asks again.
-  if (summary) {
-    cached.summary = summary;
-    cached.at = now;
-  } else {
-    cached.summary.reset();
-  }
+  cached.summary = summary;
+  cached.at = now;
   fetched_.notify_all();
   return summary;
 }

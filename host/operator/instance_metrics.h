@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -50,7 +51,13 @@ struct InstanceMetricsOptions {
   std::string system_namespace = "gpustack-system";  // where the node daemons run
   std::string device_manager_selector = "app.kubernetes.io/component=device-manager";
   std::chrono::seconds kubelet_cache{15};
+  // A kubelet that did not answer is not asked again for this long: each ask can take `timeout`.
+  std::chrono::seconds kubelet_failure_cache{5};
   std::chrono::milliseconds timeout{3000};  // each source's
+  // Requests computed at once; more are told 429 to retry. They run on the HTTPS server's
+  // threads, which the admission webhooks share: a node that does not answer must not take
+  // them all.
+  int max_in_flight = 2;
 };
 
 // The I/O around InstanceMetricsObject, on the v1 API's threads.
@@ -75,6 +82,7 @@ class InstanceMetricsService {
   std::mutex mutex_;
   std::condition_variable fetched_;
   std::map<std::string, Cached> summaries_;
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace gpustack::op
