@@ -64,6 +64,14 @@ cmd_values() {
 held = [socket.socket() for _ in range(3)]
 for s in held: s.bind(("0.0.0.0", 0))
 print(" ".join(str(s.getsockname()[1]) for s in held))')
+  # No process on the simulated cards until a test says otherwise (the fixture's own rows name
+  # pids of another machine, which no Pod here owns).
+  mkdir -p "$dir/fake-processes"
+  [ -f "$dir/fake-processes/processes.json" ] ||
+    python3 -c 'import json, sys
+cards = json.load(open(sys.argv[1]))["nvml"]["devices"]
+print(json.dumps({c["uuid"]: [] for c in cards}))' "tests/fixtures/nodes/$node_fixture.json" \
+      >"$dir/fake-processes/processes.json"
   local example_version
   example_version=$(sed -n 's/^project(gpustack_example_plugin VERSION \([0-9.]*\).*/\1/p' \
     sdk/examples/example/CMakeLists.txt)
