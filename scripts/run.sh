@@ -25,7 +25,8 @@ case ${1:-} in
     # shellcheck disable=SC1091
     source "$dir/env"
     echo "[walkthrough] Pods of each shape in namespace walkthrough, then Instances in default" >&2
-    python3 scripts/walkthrough.py "$KUBE_BIN/kubectl" "$dir/kubeconfig" "$dir/ssh" || {
+    python3 scripts/walkthrough.py "$KUBE_BIN/kubectl" "$dir/kubeconfig" "$dir/ssh" \
+      "$dir/fake-processes/processes.json" || {
       echo "run.sh: the walkthrough failed; the cluster is still up (worker log: kubectl -n gpustack-system logs deploy/gpustack-operator-worker)" >&2
       exit 1
     }
@@ -35,6 +36,7 @@ The local cluster is up. Use it with:
   export KUBECONFIG=$dir/kubeconfig PATH=$KUBE_BIN:$HELM_BIN:\$PATH
   kubectl get instancetypes; kubectl get devices; kubectl -n walkthrough get pods -o wide
   kubectl get instances; kubectl exec sliced-demo -- env
+  kubectl get --raw /apis/worker.gpustack.ai/v1/namespaces/default/instances/sliced-demo/metrics
 Remove it with: scripts/run.sh down
 EOT
     ;;

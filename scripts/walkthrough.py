@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The local cluster's walkthrough (scripts/run.sh): Pods of each shape through the five gates,
 one that finds no card queued until another finishes, then where each landed and what it got;
-then the Quick Start's sliced Instance and an Instance with an SSH sidecar, with the ssh command
-that reaches it (its key made in KEY_DIR).
+then the Quick Start's sliced Instance, its own figures (the simulated card told, through
+PROCESSES, that its container's process uses 1,200 MiB and 40 % of the cores), and an Instance
+with an SSH sidecar, with the ssh command that reaches it (its key made in KEY_DIR).
 
-  scripts/walkthrough.py KUBECTL KUBECONFIG KEY_DIR
+  scripts/walkthrough.py KUBECTL KUBECONFIG KEY_DIR PROCESSES
 """
 import json
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 
-KUBECTL, KUBECONFIG, KEY_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
+KUBECTL, KUBECONFIG, KEY_DIR, PROCESSES = sys.argv[1:5]
 NS = "walkthrough"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ALLOCATED = "device.gpustack.ai/accelerator.allocated"
@@ -87,6 +88,7 @@ def instances():
     env = [line for line in kubectl("exec", "-n", "default", "sliced-demo", "--", "env").splitlines()
            if line.startswith(("CUDA_DEVICE_", "NVIDIA_VISIBLE_DEVICES"))]
     say("kubectl exec sliced-demo -- env: " + " ".join(sorted(env)))
+    slice_figures()
 
     key = os.path.join(KEY_DIR, "id_ed25519")
     if not os.path.exists(key):
@@ -107,6 +109,54 @@ def instances():
     port = next(p["nodePort"] for p in status["ports"] if p["port"] == 22)
     return (f"ssh -i {key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
             f"-p {port} root@{status['hostIPs'][0]['ip']}")
+
+
+def host_pid(pod_uid, command):
+    """The host pid of the Pod's process running `command`."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cgroup") as f:
+                if "pod" + pod_uid not in f.read():
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if os.path.basename(f.read().split(b"\0")[0].decode()) == command:
+                    return int(entry)
+        except OSError:
+            continue
+    return None
+
+
+def slice_figures():
+    """sliced-demo's own figures: the simulated card runs one process of its, whose use the
+    node daemon attributes to it and reads against its 20 % slice."""
+    uid = get_json("get", "pod", "-n", "default", "sliced-demo")["metadata"]["uid"]
+    status = get_json("get", "instances", "-n", "default", "sliced-demo")["status"]
+    card = status["allocations"][0]["accelerators"][0]["id"]
+    pid = host_pid(uid, "sleep")
+    if pid is None:
+        raise SystemExit("walkthrough: sliced-demo's process is not on this host")
+    with open(PROCESSES) as f:
+        rows = json.load(f)
+    rows[card] = [{"pid": pid, "used_mib": 1200, "sm_util": 40}]
+    with open(PROCESSES + ".tmp", "w") as f:
+        json.dump(rows, f)
+    os.replace(PROCESSES + ".tmp", PROCESSES)
+    say(f"sliced-demo's process (host pid {pid}) uses 1200 MiB and 40 % of card {card}'s cores")
+    path = "/apis/worker.gpustack.ai/v1/namespaces/default/instances/sliced-demo/metrics"
+    deadline = time.time() + 90
+    while True:
+        sample = json.loads(kubectl("get", "--raw", path))["sample"]
+        grants = sample.get("accelerators") or []
+        if grants and grants[0].get("memoryUsedMiB") == 1200:
+            break
+        if time.time() > deadline:
+            raise SystemExit(f"walkthrough: sliced-demo's figures never showed: {sample}")
+        time.sleep(2)
+    g = grants[0]
+    say(f"kubectl get --raw {path}: {g['memoryUsedMiB']:.0f} of its {g['memoryTotalMiB']} MiB, "
+        f"{g['coresUtilizationPercent']:.0f} % of its cores allowance; CPU "
+        f"{sample.get('cpuUsedMilliCores', '?')}/{sample['cpuTotalMilliCores']} m, memory "
+        f"{sample.get('memoryUsedMiB', '?')}/{sample['memoryTotalMiB']} MiB")
 
 
 def pod(name, queue, limits):
