@@ -475,6 +475,43 @@ TEST_F(VendorPluginTest, TheadNumbersCardsByMinorMinusOneAndNamesSparseProfilesB
   EXPECT_TRUE(plugin.DestroyPartition({cards[1].id, made->id, "pod-9/main"}));
 }
 
+// Cambricon's process rows: memory from cndevGetProcessInfo, MLU-core utilization from
+// cndevGetProcessUtilization when the driver keeps it, absent (never 0) when it does not.
+TEST_F(VendorPluginTest, CambriconProcessesCarryTheirCoresWhenTheDriverCounts) {
+  std::ifstream in(kNodes + "/cambricon-mlu370x4.json");
+  json scenario = json::parse(in);
+  json& rows = scenario["cndev"]["devices"][1]["processes"];
+  ASSERT_GE(rows.size(), 2u);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i]["ipu_util"] = 3 + i;
+  fixture_copy_ = fs::temp_directory_path() / ("fixture-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(fixture_copy_) << scenario.dump();
+  UseNode("cambricon-mlu370x4");
+  ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_copy_.c_str(), 1);
+  const std::string library = std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libcndev.so";
+  auto counted = Start(library, "cambricon").SampleMetrics(
+      {.accelerator_ids = {}, .include_processes = true});
+  ASSERT_TRUE(counted) << counted.error();
+  ASSERT_EQ(counted->processes.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(counted->processes[i].pid, rows[i]["pid"].get<uint32_t>());
+    EXPECT_EQ(counted->processes[i].cores_utilization_percent, 3.0 + static_cast<double>(i));
+    EXPECT_TRUE(counted->processes[i].memory_used_mib.has_value());
+  }
+}
+
+TEST_F(VendorPluginTest, CambriconProcessCoresTheDriverDoesNotCountAreAbsent) {
+  UseNode("cambricon-mlu370x4");  // its rows give no ipu_util: NOT_SUPPORTED
+  auto uncounted =
+      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libcndev.so", "cambricon")
+          .SampleMetrics({.accelerator_ids = {}, .include_processes = true});
+  ASSERT_TRUE(uncounted) << uncounted.error();
+  ASSERT_FALSE(uncounted->processes.empty());
+  for (const sdk::ProcessSample& p : uncounted->processes) {
+    EXPECT_TRUE(p.memory_used_mib.has_value());
+    EXPECT_FALSE(p.cores_utilization_percent.has_value()) << "not counted is absent, never 0";
+  }
+}
+
 TEST_F(VendorPluginTest, IluvatarReadsIxmlThroughNvmlNames) {
   UseNode("iluvatar-bi-v150x2");
   loader::LoadedPlugin& plugin =

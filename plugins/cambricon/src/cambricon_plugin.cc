@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "cndev_api.h"
@@ -193,11 +194,13 @@ class CambriconPlugin final : public sdk::Plugin {
           r = api_.get_process_info(&n, processes.data(), card.device);
         }
         if (r != cn::kSuccess) continue;
+        const std::map<unsigned, double> cores = ProcessCores(card.device);
         for (unsigned i = 0; i < std::min<size_t>(n, processes.size()); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = card.uuid;
           p.pid = processes[i].pid;
           p.memory_used_mib = static_cast<double>(processes[i].physical_memory_used) / 1024.0;
+          if (auto c = cores.find(p.pid); c != cores.end()) p.cores_utilization_percent = c->second;
           sink.Add(p);
         }
       }
@@ -205,6 +208,26 @@ class CambriconPlugin final : public sdk::Plugin {
   }
 
  private:
+  // Each process's MLU-core utilization on a card (cndevGetProcessUtilization); empty when the
+  // library or driver cannot tell, so the rows' compute stays unmeasured.
+  std::map<unsigned, double> ProcessCores(cn::Device device) const {
+    std::map<unsigned, double> out;
+    if (api_.get_process_utilization == nullptr) return out;
+    std::vector<cn::ProcessUtilization> rows(16);
+    unsigned n = 0;
+    cn::Return r = cn::kInsufficientSpace;
+    for (int attempt = 0; attempt < 2 && r == cn::kInsufficientSpace; ++attempt) {
+      if (n > rows.size()) rows.resize(n);
+      for (cn::ProcessUtilization& u : rows) u.version = cn::kVersion;
+      n = static_cast<unsigned>(rows.size());
+      r = api_.get_process_utilization(&n, rows.data(), device);
+    }
+    if (r != cn::kSuccess) return out;
+    for (unsigned i = 0; i < std::min<size_t>(n, rows.size()); ++i)
+      out[rows[i].pid] = rows[i].ipu_util;
+    return out;
+  }
+
   struct Card {
     std::string uuid;
     cn::Device device = 0;

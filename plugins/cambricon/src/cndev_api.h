@@ -90,6 +90,16 @@ struct ProcessInfo {  // cndevProcessInfo_t, KiB
   uint64_t virtual_memory_used;
 };
 
+struct ProcessUtilization {  // cndevProcessUtilization_t, percent
+  int version;
+  unsigned pid;
+  unsigned ipu_util;  // the MLU cores
+  unsigned jpu_util;
+  unsigned vpu_dec_util;
+  unsigned vpu_enc_util;
+  unsigned mem_util;
+};
+
 struct VersionInfo {  // cndevVersionInfo_t
   int version;
   unsigned mcu_major, mcu_minor, mcu_build;
@@ -126,6 +136,7 @@ struct Api {
   Return (*get_temperature_info)(TemperatureInfo*, Device) = nullptr;
   Return (*get_device_power_info)(DevicePowerInfo*, Device) = nullptr;
   Return (*get_process_info)(unsigned*, ProcessInfo*, Device) = nullptr;
+  Return (*get_process_utilization)(unsigned*, ProcessUtilization*, Device) = nullptr;
 };
 
 inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::string* missing) {
@@ -146,6 +157,7 @@ inline bool Resolve(const gpustack::sdk::VendorLibrary& lib, Api* api, std::stri
   bind.Optional(&api->get_temperature_info, "cndevGetTemperatureInfo");
   bind.Optional(&api->get_device_power_info, "cndevGetDevicePowerInfo");
   bind.Optional(&api->get_process_info, "cndevGetProcessInfo");
+  bind.Optional(&api->get_process_utilization, "cndevGetProcessUtilization");
   return bind.Finish(missing);
 }
 

@@ -1,7 +1,7 @@
 // A fake CNDev (libcndev.so): cndev* functions answering from the fixture's `cndev` section:
 //   driver_version: [major, minor, build], errors (see fake_fixture.h),
 //   devices: [{name, uuid, bus_id, memory_mib, used_mib, cores, util, temperature, power_w,
-//              healthy, processes: [{pid, used_kib}]}]
+//              healthy, processes: [{pid, used_kib, ipu_util}]}]
 // Versioned structs are checked: an unstamped one is refused, as the real library does.
 #include <algorithm>
 #include <cstdio>
@@ -209,6 +209,32 @@ EXPORT cn::Return cndevGetProcessInfo(unsigned* count, cn::ProcessInfo* infos, c
     infos[i].pid = processes[i].value("pid", 0u);
     infos[i].physical_memory_used = processes[i].value("used_kib", uint64_t{0});
     infos[i].virtual_memory_used = infos[i].physical_memory_used;
+  }
+  *count = static_cast<unsigned>(processes.size());
+  return cn::kSuccess;
+}
+
+// A process's `ipu_util` when the fixture gives one; a device whose processes give none answers
+// NOT_SUPPORTED, as a driver without per-process accounting does.
+EXPORT cn::Return cndevGetProcessUtilization(unsigned* count, cn::ProcessUtilization* rows,
+                                             cn::Device device) {
+  GUARD("GetProcessUtilization");
+  DEVICE(device);
+  const json processes = d->value("processes", json::array());
+  if (std::none_of(processes.begin(), processes.end(),
+                   [](const json& p) { return p.contains("ipu_util"); }) &&
+      !processes.empty())
+    return cn::kNotSupported;
+  if (*count < processes.size()) {
+    *count = static_cast<unsigned>(processes.size());
+    return cn::kInsufficientSpace;
+  }
+  for (size_t i = 0; i < processes.size(); ++i) {
+    VERSIONED(&rows[i]);
+    rows[i].pid = processes[i].value("pid", 0u);
+    rows[i].ipu_util = processes[i].value("ipu_util", 0u);
+    rows[i].jpu_util = rows[i].vpu_dec_util = rows[i].vpu_enc_util = 0;
+    rows[i].mem_util = 0;
   }
   *count = static_cast<unsigned>(processes.size());
   return cn::kSuccess;
