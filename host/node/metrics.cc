@@ -156,8 +156,7 @@ nlohmann::json LimitsOf(const nlohmann::json& pod, const std::string& container)
   const nlohmann::json& containers = JsonAt(pod, {"spec", "containers"});
   if (!containers.is_array()) return nullptr;
   for (const nlohmann::json& c : containers) {
-    if (c.is_object() && c.value("name", "") == container)
-      return JsonAt(c, {"resources", "limits"});
+    if (StringAt(c, {"name"}) == container) return JsonAt(c, {"resources", "limits"});
   }
   return nullptr;
 }

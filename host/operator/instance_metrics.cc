@@ -61,17 +61,21 @@ bool PodStarted(const Json& pod) {
 }
 
 std::optional<Json> AcceleratorsFrom(const Json& snapshot, const Json& pod) {
-  if (!snapshot.is_object() || !snapshot.value("sampled", false)) return std::nullopt;
-  const double age = snapshot.value("ageSeconds", 0.0);
-  const double period = snapshot.value("periodSeconds", 0.0);
-  if (period <= 0 || age > 3 * period) return std::nullopt;  // a round too old to be today's
+  // What the daemon answered is read without trusting its shape: anything odd is no round.
+  const Json& sampled = JsonAt(snapshot, {"sampled"});
+  const Json& age = JsonAt(snapshot, {"ageSeconds"});
+  const Json& period = JsonAt(snapshot, {"periodSeconds"});
+  const Json& grants = JsonAt(snapshot, {"grants"});
+  if (!sampled.is_boolean() || !sampled.get<bool>() || !age.is_number() || !period.is_number() ||
+      !grants.is_array())
+    return std::nullopt;
+  if (period.get<double>() <= 0 || age.get<double>() > 3 * period.get<double>())
+    return std::nullopt;  // a round too old to be today's
   const std::string uid = StringAt(pod, {"metadata", "uid"});
   const std::set<std::string> cards = RecordedCards(pod);
   Json out = Json::array();
-  const Json grants = snapshot.value("grants", Json::array());
-  if (!grants.is_array()) return std::nullopt;
   for (const Json& g : grants) {
-    if (!g.is_object() || g.value("podUID", "") != uid || !cards.contains(g.value("card", "")))
+    if (!g.is_object() || StringAt(g, {"podUID"}) != uid || !cards.contains(StringAt(g, {"card"})))
       continue;
     Json entry = g;
     for (const char* key : {"namespace", "pod", "podUID", "card"}) entry.erase(key);

@@ -65,7 +65,10 @@ Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory
   hold.grants = static_cast<int>(charges_on_card.size());
   hold.memory_total_mib = 0;
   hold.cores_allowance_percent = 0;
-  for (const auto& [c, budget] : charges_on_card) {
+  for (const HeldCharge& held : charges_on_card) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const ledger::Charge& c = held.charge;
+    const uint64_t budget = held.slice_budget_mib;
     switch (c.mode) {
       case ledger::Mode::kSliced:
         hold.memory_total_mib +=

@@ -1,5 +1,6 @@
 #include "host/usage/pod_usage.h"
 
+#include "host/common/json_path.h"
 #include "host/kube/quantity.h"
 
 namespace gpustack::usage {
@@ -27,12 +28,10 @@ std::optional<uint64_t> UnsignedAt(const Json& object, const char* section, cons
 }  // namespace
 
 Subject SubjectOf(const Json& pod) {
-  const Json metadata = pod.value("metadata", Json::object());
-  const Json labels = metadata.value("labels", Json::object());
-  const std::string instance = labels.is_object() ? labels.value(kInstanceLabel, "") : "";
-  const std::string part_of = labels.is_object() ? labels.value(kPartOfLabel, "") : "";
+  const std::string instance = StringAt(pod, {"metadata", "labels", kInstanceLabel});
+  const std::string part_of = StringAt(pod, {"metadata", "labels", kPartOfLabel});
   if (!instance.empty() && !part_of.empty()) return {instance, part_of};
-  return {metadata.value("name", ""), metadata.value("uid", "")};
+  return {StringAt(pod, {"metadata", "name"}), StringAt(pod, {"metadata", "uid"})};
 }
 
 uint64_t MibRoundedUp(uint64_t bytes) { return bytes == 0 ? 0 : (bytes + kMib - 1) / kMib; }
@@ -62,7 +61,7 @@ Result<std::map<std::string, PodUse>> UseFromSummary(const Json& summary) {
   std::map<std::string, PodUse> out;
   for (const Json& p : summary["pods"]) {
     if (!p.is_object() || !p.contains("podRef") || !p["podRef"].is_object()) continue;
-    const std::string uid = p["podRef"].value("uid", "");
+    const std::string uid = StringAt(p, {"podRef", "uid"});
     if (uid.empty()) continue;
     PodUse use;
     if (auto nano = UnsignedAt(p, "cpu", "usageNanoCores"))
