@@ -475,6 +475,11 @@ TEST_F(OperatorE2e, ADeletedQueueIsRecreatedAndInactiveHoldsIt) {
 TEST_F(OperatorE2e, AQueueStoppedBySomeoneElseMakesItsTypeInactive) {
   ASSERT_TRUE(RowBecomes(
       kT4, "gpustack-fnv64-6b371caa2da0b799 8/32Gi/100Gi 4/5 10/50 100/500 0/0 0/0 Active"));
+  // The row and the queue are written in one phase: a queue still held by the previous test's
+  // inactive=true, its start not landed yet, would take our Hold for the worker's own.
+  ASSERT_TRUE(WaitFor([&] {
+    return (*client_->Get(kClusterQueues, "", kT4))["spec"].value("stopPolicy", "") == "None";
+  }));
   // docs/behaviour.md §5.1: stopped by any means back-fills inactive=true (sticky); the queue stays
   // held.
   Kubectl(std::string("patch clusterqueue ") + kT4 +
