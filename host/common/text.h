@@ -33,6 +33,24 @@ inline std::string Printable(std::string_view text) {
   return out;
 }
 
+// A Prometheus label value as the text exposition format writes it between quotes: backslash,
+// double quote and newline escaped.
+inline std::string PrometheusLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace gpustack
 
 #endif  // GPUSTACK_HOST_COMMON_TEXT_H_

@@ -5,26 +5,11 @@
 #include <sstream>
 
 #include "host/common/json_path.h"
+#include "host/common/text.h"
 #include "host/kube/resource.h"
 
 namespace gpustack::node {
 namespace {
-
-// Label values escape backslash, double quote and newline.
-std::string Escape(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 std::string Number(double value) {
   std::ostringstream out;
@@ -39,7 +24,7 @@ std::string Render(const Labels& labels) {
   std::string out = "{";
   for (const auto& [key, value] : labels) {
     if (out.size() > 1) out += ",";
-    out += key + "=\"" + Escape(value) + "\"";
+    out += key + "=\"" + PrometheusLabelValue(value) + "\"";
   }
   return out + "}";
 }

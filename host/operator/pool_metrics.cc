@@ -1,6 +1,7 @@
 #include "host/operator/pool_metrics.h"
 
 #include "host/common/json_path.h"
+#include "host/common/text.h"
 
 namespace gpustack::op {
 namespace {
@@ -26,19 +27,6 @@ constexpr Measure kMeasures[] = {
     {"gpustack_pool_once_max_request", "onceMaxRequest",
      "The largest single request the pool can still take in this view."}};
 
-std::string Escape(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string RenderPoolMetrics(const std::vector<nlohmann::json>& instance_types) {
@@ -59,8 +47,9 @@ std::string RenderPoolMetrics(const std::vector<nlohmann::json>& instance_types)
                  " gauge\n";
           header = true;
         }
-        out += std::string(m.family) + "{pool=\"" + Escape(pool) + "\",accelerator_group=\"" +
-               Escape(group) + "\",view=\"" + v.name + "\"} " + value.dump() + "\n";
+        out += std::string(m.family) + "{pool=\"" + PrometheusLabelValue(pool) +
+               "\",accelerator_group=\"" + PrometheusLabelValue(group) + "\",view=\"" + v.name +
+               "\"} " + value.dump() + "\n";
       }
     }
   }
