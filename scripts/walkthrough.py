@@ -13,6 +13,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
+from tools import host_pid  # noqa: E402  (shared with the metrics end-to-end test)
+
 KUBECTL, KUBECONFIG, KEY_DIR, PROCESSES = sys.argv[1:5]
 NS = "walkthrough"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -109,21 +112,6 @@ def instances():
     port = next(p["nodePort"] for p in status["ports"] if p["port"] == 22)
     return (f"ssh -i {key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
             f"-p {port} root@{status['hostIPs'][0]['ip']}")
-
-
-def host_pid(pod_uid, command):
-    """The host pid of the Pod's process running `command`."""
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/cgroup") as f:
-                if "pod" + pod_uid not in f.read():
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if os.path.basename(f.read().split(b"\0")[0].decode()) == command:
-                    return int(entry)
-        except OSError:
-            continue
-    return None
 
 
 def slice_figures():

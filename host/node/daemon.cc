@@ -9,11 +9,10 @@
 #include <thread>
 
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 
+#include "host/common/files.h"
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/kube/informer.h"
@@ -35,14 +34,13 @@ void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
 
 // The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
 Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
-  std::ifstream file(proc_root / std::to_string(pid) / "cgroup");
-  if (!file) {
-    return Error{"no " + (proc_root / std::to_string(pid) / "cgroup").string(), Code::kNotFound, 0,
-                 usage::kExited};
+  auto text = ReadSmallFile(proc_root / std::to_string(pid) / "cgroup", 64 << 10, "cgroup file");
+  if (!text) {
+    Error gone = text.failure();
+    if (gone.code == Code::kNotFound) gone.reason = usage::kExited;
+    return gone;
   }
-  std::ostringstream text;
-  text << file.rdbuf();
-  auto ref = usage::ContainerOfCgroup(text.str());
+  auto ref = usage::ContainerOfCgroup(*text);
   if (!ref) return ref.failure();
   return ref->pod_uid;
 }
@@ -290,8 +288,8 @@ class Daemon {
     std::set<std::string> node_pods;
     for (const auto& [uid, pod] : pods) {
       node_pods.insert(uid);
-      if (!usage::SubjectOf(*pod).uid.empty() && usage::SubjectOf(*pod).uid != uid)
-        reported.insert(uid);  // an Instance's Pod, with or without a card
+      // An Instance's Pod (its subject is the Instance, not itself), with or without a card.
+      if (usage::SubjectOf(*pod).uid != uid) reported.insert(uid);
     }
     input.attribution =
         usage::Attribute(ReadingsOf(input.round), holds, node_pods,

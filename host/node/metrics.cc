@@ -172,7 +172,7 @@ std::vector<usage::Hold> HoldsOf(const ledger::NodeLedger& ledger,
   for (const auto& [key, on_card] : charges) {
     const auto& [group, card] = cards.at(key.second);
     const nlohmann::json& pod = *pods.at(key.first);
-    usage::Hold hold = usage::HoldOf(on_card, group->memory, card->profiles);
+    usage::Hold hold = usage::HoldOf(on_card, group->memory, *card);
     hold.ns = StringAt(pod, {"metadata", "namespace"});
     hold.pod = StringAt(pod, {"metadata", "name"});
     hold.pod_uid = key.first;

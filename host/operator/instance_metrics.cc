@@ -4,29 +4,11 @@
 
 #include "host/api/http.h"
 #include "host/common/json_path.h"
-#include "host/kube/quantity.h"
 #include "host/kube/resource.h"
 #include "host/ledger/allocated.h"
 
 namespace gpustack::op {
 namespace {
-
-// An Instance without a Pod yet: the totals its spec asks for.
-usage::PodTotals TotalsFromSpec(const Json& instance) {
-  const Json* resources = ObjectAt(instance, {"spec", "resources"});
-  usage::PodTotals totals;
-  if (resources == nullptr) return totals;
-  auto milli = [&](const char* key) -> int64_t {
-    return resources->contains(key) ? kube::MilliOf((*resources)[key]).value_or(0) : 0;
-  };
-  auto mib = [&](const char* key) {
-    return usage::MibRoundedUp(static_cast<uint64_t>((milli(key) + 999) / 1000));
-  };
-  totals.cpu_millicores = milli("cpu");
-  totals.memory_mib = mib("ram");
-  totals.storage_mib = mib("localStorage");
-  return totals;
-}
 
 // The cards a Pod's allocation record names.
 std::set<std::string> RecordedCards(const Json& pod) {
@@ -90,8 +72,8 @@ Result<Json> InstanceMetricsObject(const Json& instance, const MetricsSources& s
   Json sample;
   if (sources.pod == nullptr || !PodStarted(*sources.pod)) {
     // Never started: what it was given, and nothing used.
-    const usage::PodTotals totals =
-        sources.pod != nullptr ? usage::TotalsOf(*sources.pod) : TotalsFromSpec(instance);
+    const usage::PodTotals totals = sources.pod != nullptr ? usage::TotalsOf(*sources.pod)
+                                                           : usage::TotalsOfInstanceSpec(instance);
     sample = usage::SampleJson(timestamp, totals, usage::PodUse{0, 0, 0}, Json::array());
   } else {
     std::optional<usage::PodUse> use;

@@ -57,7 +57,7 @@ uint64_t SliceBudgetOfCredits(int64_t credits, uint64_t card_memory_mib) {
 }
 
 Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory_mib,
-            const std::vector<ledger::PartitionProfile>& profiles) {
+            const ledger::Accelerator& card) {
   Hold hold;
   if (charges_on_card.empty()) return hold;
   hold.card_id = charges_on_card.front().charge.accelerator_id;
@@ -65,10 +65,7 @@ Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory
   hold.grants = static_cast<int>(charges_on_card.size());
   hold.memory_total_mib = 0;
   hold.cores_allowance_percent = 0;
-  for (const HeldCharge& held : charges_on_card) {
-    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
-    const ledger::Charge& c = held.charge;
-    const uint64_t budget = held.slice_budget_mib;
+  for (const auto& [c, budget] : charges_on_card) {
     switch (c.mode) {
       case ledger::Mode::kSliced:
         hold.memory_total_mib +=
@@ -76,10 +73,8 @@ Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory
         hold.cores_allowance_percent += c.cores_percentage;
         break;
       case ledger::Mode::kPartitioned: {
-        auto p =
-            std::find_if(profiles.begin(), profiles.end(),
-                         [&](const ledger::PartitionProfile& x) { return x.name == c.profile; });
-        hold.memory_total_mib += p != profiles.end() ? p->memory_mib : 0;
+        const ledger::PartitionProfile* profile = card.FindProfile(c.profile);
+        hold.memory_total_mib += profile != nullptr ? profile->memory_mib : 0;
         // A partition's processes are read against the partition itself (its own engines).
         hold.cores_allowance_percent = 100;
         break;

@@ -107,10 +107,10 @@ struct HeldCharge {
   uint64_t slice_budget_mib = 0;
 };
 
-// The Hold of one Pod's charges on one card: `card_memory_mib` for the whole card, `profiles`
-// for a partition's size.
+// The Hold of one Pod's charges on `card`: `card_memory_mib` (its group's) for the whole card,
+// the card's partition profiles for a partition's size.
 Hold HoldOf(const std::vector<HeldCharge>& charges_on_card, uint64_t card_memory_mib,
-            const std::vector<ledger::PartitionProfile>& profiles);
+            const ledger::Accelerator& card);
 
 // Every hold's figures from the cards' readings; `node_pods` is every Pod uid the node runs (to
 // tell a Pod without a grant on a card from one the node does not know).

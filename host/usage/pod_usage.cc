@@ -8,7 +8,7 @@ namespace {
 
 constexpr uint64_t kMib = 1024 * 1024;
 
-// A limit in whole units (bytes, cores x 1000 for CPU): 0 when absent or unreadable.
+// A quantity in thousandths (millicores, milli-bytes): 0 when absent or unreadable.
 int64_t MilliLimit(const Json& limits, const char* key) {
   if (!limits.is_object() || !limits.contains(key)) return 0;
   return kube::MilliOf(limits[key]).value_or(0);
@@ -53,6 +53,13 @@ PodTotals TotalsOf(const Json& pod) {
   totals.memory_mib = MibOfMilliBytes(memory);
   totals.storage_mib = MibOfMilliBytes(storage);
   return totals;
+}
+
+PodTotals TotalsOfInstanceSpec(const Json& instance) {
+  const Json* resources = ObjectAt(instance, {"spec", "resources"});
+  if (resources == nullptr) return {};
+  return {MilliLimit(*resources, "cpu"), MibOfMilliBytes(MilliLimit(*resources, "ram")),
+          MibOfMilliBytes(MilliLimit(*resources, "localStorage"))};
 }
 
 Result<std::map<std::string, PodUse>> UseFromSummary(const Json& summary) {

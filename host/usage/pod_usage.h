@@ -38,6 +38,8 @@ struct PodTotals {
   uint64_t storage_mib = 0;  // ephemeral-storage
 };
 PodTotals TotalsOf(const Json& pod);
+// An Instance without a Pod yet: what its spec.resources asks (cpu, ram, localStorage).
+PodTotals TotalsOfInstanceSpec(const Json& instance);
 
 // Measured use; unset = not measured (metrics.k8s.io has no storage).
 struct PodUse {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-slice metrics' figures (README "Instances"; scripts/metrics-bench.sh brings up the
 testbed): the latency of `instances/<name>/metrics` through the aggregator, on one HTTPS
-connection per request with the testbed's admin certificate (no kubectl start-up in the figure):
+connection per request with the testbed's admin certificate (testbed.api_get) (no kubectl start-up in the figure):
 
   - cold: the worker's 15 s cache of the node's stats summary expired, so each request also asks
     the kubelet (through the apiserver's node proxy) and the node daemon (Pod proxy);
@@ -9,14 +9,10 @@ connection per request with the testbed's admin certificate (no kubectl start-up
 
 Environment: BENCH_COLD (default 10 samples, 16 s apart), BENCH_CACHED (default 300).
 """
-import base64
 import json
 import os
-import ssl
 import sys
-import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "instance_e2e"))
@@ -27,24 +23,6 @@ REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
 COLD = int(os.environ.get("BENCH_COLD", "10"))
 CACHED = int(os.environ.get("BENCH_CACHED", "300"))
-
-
-def tls_from_kubeconfig():
-    """(server, SSLContext) from the testbed's kubeconfig (the admin certificate is embedded)."""
-    text = open(testbed.KUBECONFIG).read()
-    fields = {}
-    for line in text.splitlines():
-        key, _, value = line.strip().partition(": ")
-        fields[key] = value
-    work = tempfile.mkdtemp(prefix="metrics-bench-")
-    paths = {}
-    for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
-        paths[key] = os.path.join(work, key)
-        with open(paths[key], "wb") as f:
-            f.write(base64.b64decode(fields[key]))
-    context = ssl.create_default_context(cafile=paths["certificate-authority-data"])
-    context.load_cert_chain(paths["client-certificate-data"], paths["client-key-data"])
-    return fields["server"], context
 
 
 def quantile(values, q):
@@ -62,13 +40,13 @@ def main():
                                        check=False).returncode == 0)
     apply(quick_start(t4, name="metrics-bench"))
     wait_phase("metrics-bench", "Ready")
-    server, context = tls_from_kubeconfig()
-    url = f"{server}/apis/worker.gpustack.ai/v1/namespaces/default/instances/metrics-bench/metrics"
+    path = "/apis/worker.gpustack.ai/v1/namespaces/default/instances/metrics-bench/metrics"
 
     def one():
         began = time.perf_counter()
-        with urllib.request.urlopen(url, context=context, timeout=30) as r:
-            body = json.loads(r.read())
+        status, body = testbed.api_get(path)
+        if status != 200:
+            raise SystemExit(f"metrics-bench: {status}: {body}")
         return time.perf_counter() - began, body
 
     wait("accelerators in the sample", lambda: "accelerators" in one()[1]["sample"], 60)

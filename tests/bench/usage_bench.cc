@@ -56,7 +56,7 @@ node::MetricsInput FullNode() {
     slice.mode = ledger::Mode::kSliced;
     slice.credits = 7 * ledger::kCreditsPerPercent;
     slice.cores_percentage = 7;
-    usage::Hold hold = usage::HoldOf({{slice, 5709}}, 81559, {});
+    usage::Hold hold = usage::HoldOf({{slice, 5709}}, 81559, ledger::Accelerator{});
     hold.ns = "team-" + std::to_string(p % 7);
     hold.pod = hold.instance_name = "notebook-" + std::to_string(p);
     hold.pod_uid = hold.instance_uid = Uid(p);

@@ -6,20 +6,18 @@ none when turned off, and a bad value refused by the schema."""
 import json
 import os
 import subprocess
+import sys
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import tools  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 CHART = os.path.join(REPO, "charts", "gpustack-operator")
 PODMONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
 
 
-def helm_binary():
-    bin_dir = subprocess.run([os.path.join(REPO, "scripts", "testbed", "build-tools.sh"), "helm"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    return os.path.join(bin_dir, "helm")
-
-
-HELM = helm_binary()
+HELM = tools.tool(REPO, "helm")
 
 
 def render(*args, check=True):

@@ -7,8 +7,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import tools  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
@@ -19,15 +23,9 @@ CHART = os.path.join(REPO, "charts", "gpustack-operator")
 NODE = "dup-node"
 
 
-def helm_binary():
-    bin_dir = subprocess.run([os.path.join(REPO, "scripts", "testbed", "build-tools.sh"), "helm"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    return os.path.join(bin_dir, "helm")
-
-
 def rendered_node_config(*sets):
     """The device manager's node.json, as the chart renders it with `sets`."""
-    args = [helm_binary(), "template", "t", CHART, "--show-only",
+    args = [tools.tool(REPO, "helm"), "template", "t", CHART, "--show-only",
             "templates/device-manager/configmap.yaml"]
     for s in sets:
         args += ["--set-json", s]

@@ -14,6 +14,7 @@ Instances, then through `kubectl get --raw .../instances/<name>/metrics` and the
   - the node daemon stopped: a sample without `accelerators`;
   - the kubelet not answering and no metrics-server: 503 naming both.
 """
+import concurrent.futures
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import testbed  # noqa: E402
+import tools  # noqa: E402
 from instance_e2e_test import (NS, apply, delete_instance, get, kubectl, pool_named,  # noqa: E402
                                quick_start, say, wait, wait_phase)
 from testbed import DIR  # noqa: E402
@@ -45,24 +47,6 @@ def metrics_of(name):
     if done.returncode == 0:
         return 200, json.loads(done.stdout)
     return 0, done.stderr.strip()
-
-
-def host_pid(pod_uid, command="sleep"):
-    """The host pid of the Pod's process running `command` (its main container's)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cgroup") as f:
-                if "pod" + pod_uid not in f.read():
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0].decode()) == command:
-            return int(entry)
-    return None
 
 
 def write_rows(rows):
@@ -130,7 +114,7 @@ class Metrics(unittest.TestCase):
             cards = [a["id"] for g in status.get("allocations", []) for a in g.get("accelerators", [])]
             pod = get("pod", "-n", NS, name)
             cls.pids[name] = wait(f"{name}'s main process on the host",
-                                  lambda: host_pid(pod["metadata"]["uid"]), 30)
+                                  lambda: tools.host_pid(pod["metadata"]["uid"], "sleep"), 30)
             say(f"{name}: card {cards}, host pid {cls.pids[name]}")
             cls.cards = getattr(cls, "cards", {})
             cls.cards[name] = cards[0]
@@ -239,7 +223,12 @@ class Metrics(unittest.TestCase):
         os.kill(kubelet, signal.SIGSTOP)
         try:
             time.sleep(16)  # past the worker's 15 s cache of the node's summary
-            status, body = metrics_of("metrics-a")
+            # Six at once while the first waits on the kubelet: two are computed, the rest are
+            # told to come back (the webhooks share those threads).
+            path = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/instances/metrics-a/metrics"
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                storm = list(pool.map(lambda _: testbed.api_get(path), range(6)))
+            status, body = metrics_of("metrics-a")  # the failure, cached 5 s, as kubectl shows it
         finally:
             os.kill(kubelet, signal.SIGCONT)
         say(f"kubelet stopped, no metrics-server: {body}")
@@ -247,6 +236,12 @@ class Metrics(unittest.TestCase):
         self.assertIn("ServiceUnavailable", body)
         self.assertIn("kubelet's stats summary", body)
         self.assertIn("metrics.k8s.io", body)
+        say(f"six at once: {sorted(s for s, _ in storm)}")
+        self.assertIn(429, [s for s, _ in storm], storm)
+        for s, answer in storm:
+            self.assertIn(s, (429, 503), answer)
+            if s == 429:
+                self.assertIn("too many metrics requests", answer["message"])
         wait("the kubelet's summary again", lambda: metrics_of("metrics-a")[0] == 200, 60)
 
     def test_7_every_dashboard_panel_has_series_on_a_real_prometheus(self):

@@ -58,6 +58,41 @@ def wait(what, predicate, seconds=120):
     raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last})")
 
 
+def api_get(path, timeout=30):
+    """(HTTP status, parsed body) of a GET on the apiserver with the testbed's admin certificate:
+    no kubectl in between (it retries a 429 by itself, and costs its start-up)."""
+    import base64
+    import ssl
+    import tempfile
+    import urllib.error
+    import urllib.request
+    global _API
+    if _API is None:
+        fields = {}
+        with open(KUBECONFIG) as f:
+            for line in f:
+                key, _, value = line.strip().partition(": ")
+                fields[key] = value
+        work = tempfile.mkdtemp(prefix="testbed-api-")
+        paths = {}
+        for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
+            paths[key] = os.path.join(work, key)
+            with open(paths[key], "wb") as f:
+                f.write(base64.b64decode(fields[key]))
+        context = ssl.create_default_context(cafile=paths["certificate-authority-data"])
+        context.load_cert_chain(paths["client-certificate-data"], paths["client-key-data"])
+        _API = (fields["server"], context)
+    server, context = _API
+    try:
+        with urllib.request.urlopen(server + path, context=context, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+_API = None
+
+
 def install_local_chart(repo, build, images):
     """The chart installed on this testbed as scripts/local-cluster.sh installs it: `images`
     (names under BUILD/images, e.g. "gpustack-operator") imported into the real node, the values

@@ -17,7 +17,7 @@ constexpr uint64_t kT4 = 15360;  // MiB
 Hold PodHold(const std::string& uid, const std::vector<Charge>& charges, uint64_t card = kT4) {
   std::vector<HeldCharge> held;
   for (const Charge& c : charges) held.push_back({c, 0});
-  Hold h = HoldOf(held, card, {});
+  Hold h = HoldOf(held, card, ledger::Accelerator{});
   h.ns = "team";
   h.pod = "pod-" + uid;
   h.pod_uid = uid;
@@ -93,7 +93,7 @@ TEST(Grants, TheSliceBudgetIsWhatTheAllocatorEnforces) {
   EXPECT_EQ(SliceBudgetOfCredits(0, kT4), 0u);
   // A known budget wins over the credits.
   Charge slice = Slice("GPU-0", 20, 30);
-  EXPECT_EQ(HoldOf({{slice, 3000}}, 16384, {}).memory_total_mib, 3000u);
+  EXPECT_EQ(HoldOf({{slice, 3000}}, 16384, ledger::Accelerator{}).memory_total_mib, 3000u);
 }
 
 TEST(Grants, ASliceReadsItsOwnProcessesAgainstItsOwnBudgetAndAllowance) {
@@ -192,17 +192,18 @@ TEST(Grants, TwoSlicesOfOneCardInOnePodAreOneEntryWithoutFigures) {
 }
 
 TEST(Grants, APartitionIsNamedByItsOwnIdAndReadAgainstItsSize) {
-  std::vector<ledger::PartitionProfile> profiles(2);
-  profiles[0].name = "1g.10gb";
-  profiles[0].memory_mib = 9856;
-  profiles[1].name = "7g.80gb";
-  profiles[1].memory_mib = 80000;
+  ledger::Accelerator a100;
+  a100.profiles.resize(2);
+  a100.profiles[0].name = "1g.10gb";
+  a100.profiles[0].memory_mib = 9856;
+  a100.profiles[1].name = "7g.80gb";
+  a100.profiles[1].memory_mib = 80000;
   Charge partition;
   partition.accelerator_id = "GPU-0";
   partition.mode = Mode::kPartitioned;
   partition.credits = 1;
   partition.profile = "1g.10gb";
-  Hold h = HoldOf({{partition, 0}}, 81920, profiles);
+  Hold h = HoldOf({{partition, 0}}, 81920, a100);
   h.pod_uid = "a";
   EXPECT_EQ(h.memory_total_mib, 9856u);
   EXPECT_EQ(h.cores_allowance_percent, 100);

@@ -20,6 +20,15 @@ TEST(PodUsage, TotalsAreTheContainersLimitsWithoutInitContainers) {
   EXPECT_EQ(TotalsOf(Json::object()).cpu_millicores, 0);
 }
 
+TEST(PodUsage, AnInstanceWithoutAPodHasWhatItsSpecAsks) {
+  const PodTotals t = TotalsOfInstanceSpec(Json::parse(R"({"spec": {"resources": {
+    "cpu": "1500m", "ram": "4Gi", "localStorage": "1536Ki", "accelerator": "1"}}})"));
+  EXPECT_EQ(t.cpu_millicores, 1500);
+  EXPECT_EQ(t.memory_mib, 4096u);
+  EXPECT_EQ(t.storage_mib, 2u);
+  EXPECT_EQ(TotalsOfInstanceSpec(Json::parse(R"({"spec": {"resources": 7}})")).cpu_millicores, 0);
+}
+
 TEST(PodUsage, AnInstancesPodIsLabelledWithTheInstance) {
   const Json instance_pod = Json::parse(R"({"metadata": {"name": "dev", "uid": "pod-uid",
     "labels": {"worker.gpustack.ai/instance": "dev", "app.kubernetes.io/part-of": "inst-uid"}}})");
