@@ -370,10 +370,14 @@ Result<AllocateResult> Allocator::Allocate(const ServedResource& resource,
   if (auto cached = pods_.CachedPods()) {
     if (auto result = AllocateFrom(resource, device_ids, *cached, waiting)) return result;
   }
+  const auto listed_at = std::chrono::steady_clock::now();
   auto pods = pods_.PodsOnNode();
   if (!pods) {
     return Error{"cannot list the Pods on this node: " + pods.error(), Code::kUnavailable};
   }
+  // Gate 3 counted this Pod against what the apiserver showed: a Pod gone or finished there may
+  // still be charged here, its watch event not handled yet. The fresh list settles that first.
+  Reconcile(*pods, listed_at);
   return AllocateFrom(resource, device_ids, *pods, waiting);
 }
 

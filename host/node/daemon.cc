@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <stop_token>
 
 #include "host/common/files.h"
 #include "host/common/json_path.h"
@@ -140,11 +141,14 @@ class Daemon {
       return 2;
     }
     front.Start();
+    sampler_ = std::jthread([this](std::stop_token stop) { SampleLoop(stop); });
     runtime_.StartHealthLoop(options_.health_poll, [this] {
       dirty_ = true;
       Poke();
     });
     const int status = Loop();
+    sampler_.request_stop();
+    sampler_.join();
     StopWatches();
     if (exporter_) exporter_->Stop();
     front_ = nullptr;
@@ -266,6 +270,32 @@ class Daemon {
     return Ok{};
   }
 
+  // Metrics rounds on a thread of their own: a plugin or a kubelet slow to answer (the summary
+  // may take seconds) never delays the loop's releases, on which the next Allocate depends.
+  void SampleLoop(std::stop_token stop) {
+    std::mutex nap_mutex;
+    std::condition_variable_any nap;
+    while (!stop.stop_requested() && !stop_) {
+      // A failed round publishes only its verdict; a previous round is never carried forward.
+      MetricsInput input = SampleRound();
+      std::string text = RenderMetrics(input);
+      {
+        std::lock_guard lock(metrics_mutex_);
+        latest_ = std::move(input);
+        latest_text_ = std::move(text);
+      }
+      const auto next = std::chrono::steady_clock::now() + options_.monitor_period;
+      std::unique_lock lock(nap_mutex);
+      // A signal cannot notify a condition variable: stop_ is looked at once a second.
+      while (!stop_ && std::chrono::steady_clock::now() < next &&
+             !nap.wait_until(lock, stop,
+                             std::min(next, std::chrono::steady_clock::now() +
+                                                std::chrono::seconds(1)),
+                             [] { return false; })) {
+      }
+    }
+  }
+
   // One metrics round: every plugin's cards and processes, each Pod's holds on them, and the
   // Pod-level figures of the Pods that hold a card or are an Instance's.
   MetricsInput SampleRound() {
@@ -348,7 +378,6 @@ class Daemon {
   int Loop() {
     next_discovery_ = std::chrono::steady_clock::now() + options_.discover_period;
     next_reconcile_ = std::chrono::steady_clock::now() + options_.reconcile_period;
-    next_sample_ = std::chrono::steady_clock::now();
     while (!stop_) {
       std::set<std::string> gone = WaitForWork();
       if (stop_) break;
@@ -376,7 +405,7 @@ class Daemon {
     std::set<std::string> gone;
     std::unique_lock lock(wake_mutex_);
     // A signal cannot notify a condition variable: stop is looked at once a second.
-    const auto until = std::min({next_discovery_, next_reconcile_, next_sample_,
+    const auto until = std::min({next_discovery_, next_reconcile_,
                                  std::chrono::steady_clock::now() + std::chrono::seconds(1)});
     wake_.wait_until(lock, until, [this] {
       return stop_ || dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty();
@@ -385,7 +414,7 @@ class Daemon {
     return gone;
   }
 
-  // The periodic jobs that are due: discovery, a fresh list of the node's Pods, a metrics round.
+  // The periodic jobs that are due: discovery, a fresh list of the node's Pods.
   void RunDueWork(std::chrono::steady_clock::time_point now) {
     if (now >= next_discovery_) {
       runtime_.Discover();
@@ -400,15 +429,6 @@ class Daemon {
         log_->warn("cannot list the pods on node {}: {}", options_.node_name, listed.error());
       }
       next_reconcile_ = now + options_.reconcile_period;
-    }
-    if (now >= next_sample_) {
-      // A failed round publishes only its verdict; a previous round is never carried forward.
-      MetricsInput input = SampleRound();
-      std::string text = RenderMetrics(input);
-      std::lock_guard lock(metrics_mutex_);
-      latest_ = std::move(input);
-      latest_text_ = std::move(text);
-      next_sample_ = now + options_.monitor_period;
     }
   }
 
@@ -441,7 +461,7 @@ class Daemon {
   std::condition_variable wake_;
   std::set<std::string> deleted_;  // uids
   std::atomic<bool> dirty_{true}, pods_changed_{false}, labels_changed_{false};
-  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_sample_;
+  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_;
 
   std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
   MetricsInput latest_ = [this] {
@@ -450,6 +470,7 @@ class Daemon {
     return none;
   }();
   std::string latest_text_ = RenderMetrics(latest_);  // its exposition
+  // The sampler's own (SampleLoop's thread).
   std::set<std::string> unplaced_;  // the latest round's process rows no Pod was found for
   bool kubelet_failing_ = false;
 
@@ -457,6 +478,7 @@ class Daemon {
   KubeletFrontEnd* front_ = nullptr;  // Run()'s, while it runs
   std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
   std::unique_ptr<https::Server> exporter_;
+  std::jthread sampler_;  // reads the informers: stopped before them
 };
 
 }  // namespace

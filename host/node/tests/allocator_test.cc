@@ -279,6 +279,35 @@ TEST_F(AllocatorTest, AFinishedPodGivesBackItsSlice) {
   EXPECT_EQ(status.groups.at(0).accelerators.at(0).allocated, 0);
 }
 
+// Gate 3 placed a Pod where a finished one had been; the watch that would release it lags, and
+// the kubelet asks first: the fresh list an Allocate falls back on releases it before the fit.
+TEST_F(AllocatorTest, AnAllocateSettlesFinishedPodsOfTheFreshListBeforeRefusing) {
+  const std::map<std::string, std::string> seventy = {
+      {"acme.example.com/accel.sliced", "1"},
+      {"acme.example.com/accel.sliced.memory-percentage", "70"}};
+  pods_.Add("done", seventy, "2026-01-01T00:00:00Z");
+  pods_.cache = pods_.pods;
+  ASSERT_TRUE(
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1)));
+  pods_.pods.front()["status"]["phase"] = "Succeeded";  // the apiserver's word, not yet the cache's
+  pods_.Add("next", seventy, "2026-01-01T00:00:01Z");
+  pods_.cache->push_back(pods_.pods.back());
+  auto result =
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1));
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->pod, "ns/next");
+  EXPECT_EQ(pods_.lists, 1);
+  EXPECT_EQ(Allocations(), 1u);
+
+  // A Pod still running keeps its slice: the next one is refused, naming the card's room.
+  pods_.Add("third", seventy, "2026-01-01T00:00:02Z");
+  auto refused =
+      allocator_->Allocate(served_[ledger::Mode::kSliced], Tokens(ledger::Mode::kSliced, 0, 1));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+  EXPECT_NE(refused.error().find("credits remaining"), std::string::npos) << refused.error();
+}
+
 // docs/decisions.md D13: gate 5 settles on the cards gate 3 counted.
 TEST_F(AllocatorTest, PrefersTheCardsGateThreeChoseWhileTheyFit) {
   std::string second;
