@@ -100,6 +100,8 @@ worker:
   env:
     - &api-host {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
     - &api-port {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
+    # What each gate decided, in kubectl logs (the default, warn, says only what went wrong).
+    - &log-level {name: GPUSTACK_LOG_LEVEL, value: info}
 deviceManager:
   hostNetwork: true
   createRuntimeClasses: false  # the node's containerd has runc only: no vendor runtime to name
@@ -110,6 +112,7 @@ deviceManager:
   env:
     - *api-host
     - *api-port
+    - *log-level
     - {name: GPUSTACK_NVIDIA_LIBRARY, value: /opt/fake/vendor/libnvidia-ml.so.1}
     - {name: GPUSTACK_FAKE_FIXTURE, value: /opt/fake/nodes/$node_fixture.json}
     - {name: GPUSTACK_SYSFS_ROOT, value: /opt/fake/sys}

@@ -616,4 +616,48 @@ Result<std::shared_ptr<const NodeLedger>> PublishedLedger(std::string node, Devi
   return std::shared_ptr<const NodeLedger>(std::move(ledger));
 }
 
+Status RestoreOrRefit(NodeLedger& ledger, const Allocation& promised) {
+  Status restored = ledger.Restore(promised);
+  if (restored || promised.charges.empty()) return restored;
+  // The same request on any card of the promised card's model: whole cards as one request, any
+  // other charge on its own (a container's second partition under a derived owner).
+  auto request_of = [&](const Charge& charge, uint32_t cards) -> std::optional<Request> {
+    Request request;
+    for (const Group& g : ledger.spec().groups) {
+      for (const Accelerator& a : g.accelerators) {
+        if (a.id == charge.accelerator_id) {
+          request.manufacturer = g.manufacturer;
+          request.group_id = g.id;
+        }
+      }
+    }
+    if (request.manufacturer.empty() || charge.mode == Mode::kNone) return std::nullopt;
+    request.mode = charge.mode;
+    request.count = charge.mode == Mode::kExclusive ? cards
+                    : charge.mode == Mode::kShared  ? charge.shared_slots
+                                                    : 1;
+    request.units = charge.credits;
+    request.cores_percentage = charge.cores_percentage;
+    request.profile = charge.profile;
+    return request;
+  };
+  const bool whole = promised.charges.front().mode == Mode::kExclusive;
+  const size_t requests = whole ? 1 : promised.charges.size();
+  for (size_t i = 0; i < requests; ++i) {
+    auto request = request_of(promised.charges[i], static_cast<uint32_t>(promised.charges.size()));
+    if (!request) return restored;
+    Owner owner = promised.owner;
+    if (i > 0) owner.container += "/" + std::to_string(i);
+    if (auto refit = ledger.Reserve(owner, *request); !refit) {
+      for (size_t j = 0; j < i; ++j) {
+        Owner taken = promised.owner;
+        if (j > 0) taken.container += "/" + std::to_string(j);
+        ledger.Release(taken);
+      }
+      return Error{restored.error() + "; nor elsewhere: " + refit.error()};
+    }
+  }
+  return Ok{};
+}
+
 }  // namespace gpustack::ledger

@@ -96,6 +96,13 @@ class NodeLedger {
   std::map<Owner, Allocation> allocations_;
 };
 
+// Counts a promise (gate 3's count of a Pod that holds nothing yet) on the cards it was counted on
+// while they still take it, else where the same request fits now: the kubelet may have given
+// those cards to another Pod first, and a promise dropped would let the next one be counted on
+// room this Pod will take. Partitions refit at any free placement. An error, naming both tries,
+// when it fits nowhere.
+gpustack::Status RestoreOrRefit(NodeLedger& ledger, const Allocation& promised);
+
 // The ledger a node published (its Devices spec and status), for readers that see only the object
 // (the worker's capacity views): each card's published charge is restored as one synthetic owner,
 // partitions at the lowest free placements of their profile. A status that over-charges a card or

@@ -251,7 +251,8 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
   const NodeFacts* facts = fleet_ ? fleet_->Node(node) : nullptr;
   if (facts == nullptr || !facts->ledger) return nullptr;
   NodeState& state = node_state_[node];
-  if (state.committed && state.spec_from == facts->ledger.get()) return state.committed.get();
+  if (state.committed && state.spec_from == facts->ledger.get())
+    return state.over_promised ? nullptr : state.committed.get();
   auto log = Logger("node-devices");
   auto ledger = std::make_shared<ledger::NodeLedger>(node, facts->ledger->spec());
   for (const std::string& key : state.pods) {
@@ -278,6 +279,7 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
       if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation.owner);
     }
   }
+  bool over_promised = false;
   for (const std::string& uid : in_flight_by_node_[node]) {
     const std::vector<InFlight>& flights = in_flight_.at(uid);
     int64_t held = 0;
@@ -293,15 +295,21 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
         for (const auto& [container, charges] : f.pods[i]) {
           ledger::Allocation promised{{uid + "/" + f.pod_set + "/" + std::to_string(i), container},
                                       charges};
-          if (Status restored = ledger->Restore(promised); !restored)
-            log->warn("workload {} on {}: {}", uid, node, restored.error());
+          // Another Pod may have been given its cards: it is counted where it fits now.
+          if (Status counted = ledger::RestoreOrRefit(*ledger, promised); !counted) {
+            log->warn("workload {} on {}: its promise fits nowhere ({}): no other workload is "
+                      "counted on this node until it settles",
+                      uid, node, counted.error());
+            over_promised = true;
+          }
         }
       }
     }
   }
   state.committed = std::move(ledger);
   state.spec_from = facts->ledger.get();
-  return state.committed.get();
+  state.over_promised = over_promised;
+  return over_promised ? nullptr : state.committed.get();
 }
 
 CheckVerdict DecideWith(

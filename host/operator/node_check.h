@@ -101,6 +101,7 @@ class NodeDevicesCheck {
     std::set<std::string> pods;                     // "<ns>/<name>" bound here
     std::shared_ptr<ledger::NodeLedger> committed;  // spec + Pods' allocations + in-flight
     const ledger::NodeLedger* spec_from = nullptr;  // the fleet ledger it was built on
+    bool over_promised = false;  // a promise fits nowhere: no candidate until it settles
   };
 
   void OnWorkload(const Json* before, const Json* after);

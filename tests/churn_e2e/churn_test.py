@@ -31,6 +31,7 @@ above it). `scripts/churn.sh` runs the longer benchmark mode on a local cluster 
 import json
 import os
 import random
+import re
 import sys
 import time
 
@@ -190,6 +191,31 @@ def plugin_gone(refusal, faults_before):
         f.startswith(PLUGIN_GONE_FAULTS) for f in faults_before)
 
 
+def evidence(names, tag, system_ns="gpustack-system"):
+    """The lines the device manager and the workers logged about a refused Pod or its cards
+    (their current and previous containers): printed with a failure, so that a CI log alone
+    explains it. Every log goes whole to $GPUSTACK_BUILD_DIR/churn-logs/<tag>/."""
+    folder = os.path.join(BUILD, "churn-logs", tag)
+    os.makedirs(folder, exist_ok=True)
+    lines = []
+    pods = get("pods", "-n", system_ns) or {"items": []}
+    for p in pods["items"]:
+        pod = p["metadata"]["name"]
+        if "device-manager" not in pod and "-worker-" not in pod:
+            continue
+        for previous in (True, False):
+            done = kubectl("logs", "-n", system_ns, pod, "--all-containers",
+                           f"--previous={str(previous).lower()}", check=False)
+            if done.returncode != 0:
+                continue
+            with open(os.path.join(folder, f"{pod}{'.previous' if previous else ''}.log"),
+                      "w") as f:
+                f.write(done.stdout)
+            lines += [f"{pod}{' (previous)' if previous else ''}: {line}"
+                      for line in done.stdout.splitlines() if any(n in line for n in names)]
+    return lines
+
+
 def devices_allocated():
     devices = get("devices", NODE)
     if devices is None:
@@ -218,6 +244,7 @@ def main():
     refused = {}  # name -> (t, reason, message, shape, faults in the 60 s before)
     awaiting_requeue = {}  # refused Pod's uid -> (name, deadline): left to the worker's requeuer
     requeued = {}  # refused Pod's name -> its replacement's name
+    evidence_of = {}  # refused Pod's name -> log lines about it, taken when it was refused
     bound = set()
     violations = []
     checks = 0
@@ -264,6 +291,9 @@ def main():
                 gone = plugin_gone(r, [w for t, w in faults_done if now - t < PLUGIN_GONE_SECONDS])
                 if gone:
                     awaiting_requeue[p["metadata"]["uid"]] = (name, now + REQUEUE_SECONDS)
+                if not gone:  # the logs now, before a later fault restarts what wrote them
+                    cards = re.findall(r"GPU-[0-9a-f-]+", r[1])
+                    evidence_of[name] = evidence([name] + cards, tag=name)
                 say(f"REFUSED {name} ({planned.get(name, {}).get('limits')}): {r[0]}: {r[1]}"
                     + (f" [after: {', '.join(recent)}]" if recent else " [steady state]")
                     + (" (the device manager was gone: waiting for its requeue)" if gone else ""))
@@ -330,15 +360,19 @@ def main():
     say(f"{seq} Pods created, {len(bound)} bound to the node, {len(refused)} refused there "
         f"({report['refusal_rate'] * 100:.1f} %, {len(steady)} in steady state, "
         f"{len(requeued)} while the device manager was gone, requeued); "
-        f"{len(violations)} over-commitments in {checks} checks; leaked: {leaked or 'nothing'}")
+        f"{len(violations)} violations (an over-commitment, a refusal not requeued) in {checks} "
+        f"checks; leaked: {leaked or 'nothing'}")
     failures = []
     if violations:
-        failures.append(f"{len(violations)} over-commitments")
+        failures.append(f"{len(violations)} violations: {[v for _, v in violations]}")
     if leaked:
         failures.append(f"cards still allocated after every Pod is gone: {leaked}")
     if len(counted) > MAX_REFUSALS:
         failures.append(f"{len(counted)} admitted Pods refused at the node (at most "
                         f"{MAX_REFUSALS} allowed): {counted}")
+        for name in counted:
+            for line in evidence_of.get(name, [])[-80:]:
+                print(line, file=sys.stderr)
     if failures:
         print("FAILED: " + "; ".join(failures), file=sys.stderr)
         return 1

@@ -162,6 +162,41 @@ TEST(Ledger, RestoreRefusesWhatWouldOverAdmit) {
   EXPECT_EQ(node.allocations().size(), 2u);
 }
 
+// Gate 3 counted a 60 % slice on card 1 and a shared Pod on card 0; the kubelet gave card 1 to
+// the shared Pod first. The slice is counted where it now fits, or the node says it is full.
+TEST(Ledger, APromiseWhoseCardsWereTakenIsCountedWhereItFitsNow) {
+  NodeLedger node("n", T4Node(3, "GPU-"));
+  auto shared = node.Reserve({"shared", "c"}, Whole(Mode::kShared, 3));
+  ASSERT_TRUE(shared) << shared.error();
+  const std::string taken = shared->charges[0].accelerator_id;
+  ASSERT_TRUE(node.Reserve({"whole", "c"}, Whole(Mode::kExclusive, 1)));
+  const auto promised_fit = node.Fit(Sliced(60, 16384));
+  ASSERT_TRUE(promised_fit);
+  Allocation promise{{"slice", "c"}, *promised_fit};
+  promise.charges[0].accelerator_id = taken;  // where gate 3 had counted it
+  ASSERT_TRUE(RestoreOrRefit(node, promise));
+  const Allocation& counted = node.allocations().at({"slice", "c"});
+  EXPECT_NE(counted.charges[0].accelerator_id, taken);
+  EXPECT_EQ(counted.charges[0].credits, promise.charges[0].credits);
+  EXPECT_EQ(counted.charges[0].mode, Mode::kSliced);
+  // A second 60 % promise fits on no card now: refused, naming both tries, and nothing kept.
+  promise.owner = {"slice-2", "c"};
+  auto refused = RestoreOrRefit(node, promise);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("nor elsewhere"), std::string::npos) << refused.error();
+  EXPECT_EQ(node.allocations().count({"slice-2", "c"}), 0u);
+  // Whole cards move as one request.
+  NodeLedger two("n", T4Node(3, "GPU-"));
+  ASSERT_TRUE(two.Reserve({"other", "c"}, Whole(Mode::kShared, 1)));
+  const std::string first = two.allocations().at({"other", "c"}).charges[0].accelerator_id;
+  Allocation cards{{"pair", "c"},
+                   {{first, Mode::kExclusive, kCardCredits, 0, 0, {}, {}},
+                    {"GPU-2", Mode::kExclusive, kCardCredits, 0, 0, {}, {}}}};
+  ASSERT_TRUE(RestoreOrRefit(two, cards));
+  EXPECT_EQ(two.allocations().at({"pair", "c"}).charges.size(), 2u);
+  EXPECT_EQ(two.ToStatus().groups[0].accelerators.size(), 3u);
+}
+
 TEST(Ledger, NoCardOfTheManufacturer) {
   NodeLedger node("n", A10gNode());
   Request r = Whole(Mode::kExclusive, 1);
