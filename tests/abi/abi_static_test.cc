@@ -2,6 +2,7 @@
 // layout snapshot pins it), every boundary struct is standard-layout with struct_size first,
 // enums are 32-bit with pinned values. A failing static_assert fails the build.
 #include <gpustack/plugin.h>
+#include <gpustack/plugin.hpp>
 
 #include <gtest/gtest.h>
 
@@ -69,7 +70,10 @@ static_assert(PinnedToWholeStruct<gpustack_accelerator>(GPUSTACK_ACCELERATOR_STR
 static_assert(
     PinnedToWholeStruct<gpustack_accelerator_group>(GPUSTACK_ACCELERATOR_GROUP_STRUCT_SIZE_V1_0));
 static_assert(
-    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2));
+    PinnedToWholeStruct<gpustack_plugin_identity>(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_3));
+static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2 <
+              GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_3);
+static_assert(PinnedToWholeStruct<gpustack_enforcer>(GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3));
 static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 <
               GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1);
 static_assert(GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1 <
@@ -149,3 +153,32 @@ TEST(Abi, HasFieldFollowsStructSize) {
 }
 
 }  // namespace
+
+// The C++ helper's Enforcer becomes the ABI struct a plugin hands the host (1.3): every field, the
+// arrays pointing at strings that live as long as the identity.
+TEST(Abi, AnEnforcerCrossesAsTheStructTheHostReads) {
+  static const gpustack::sdk::Enforcer enforcer{
+      .name = "hami-core",
+      .files = {"libvgpu.so", "ld.so.preload.d"},
+      .preload = {"libvgpu.so"},
+      .package_dir = "",
+      .variant = GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR,
+      .variant_prefix = "cuda-",
+      .workdir_env = "",
+      .default_env = {"LIBCUDA_LOG_LEVEL=0"}};
+  const gpustack::sdk::detail::EnforcerTable table(enforcer);
+  const gpustack_enforcer& raw = table.raw;
+  EXPECT_EQ(raw.struct_size, GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3);
+  EXPECT_EQ(std::string_view(raw.name.data, raw.name.size), "hami-core");
+  ASSERT_EQ(raw.file_count, 2u);
+  EXPECT_EQ(std::string_view(raw.files[1].data, raw.files[1].size), "ld.so.preload.d");
+  ASSERT_EQ(raw.preload_count, 1u);
+  EXPECT_EQ(std::string_view(raw.preload[0].data, raw.preload[0].size), "libvgpu.so");
+  EXPECT_EQ(raw.package_dir.size, 0u);
+  EXPECT_EQ(raw.variant, GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR);
+  EXPECT_EQ(std::string_view(raw.variant_prefix.data, raw.variant_prefix.size), "cuda-");
+  EXPECT_EQ(raw.workdir_env.size, 0u);
+  ASSERT_EQ(raw.default_env_count, 1u);
+  EXPECT_EQ(std::string_view(raw.default_env[0].data, raw.default_env[0].size),
+            "LIBCUDA_LOG_LEVEL=0");
+}

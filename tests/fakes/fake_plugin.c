@@ -10,6 +10,9 @@
  *   FAKE_CONSTRUCTOR_MARKER  writes the file named by $FAKE_MARKER when the library is loaded
  *   FAKE_NO_GRANT       claims sharing but leaves grant NULL (a 1.1 host refuses it; at 1.0
  *                       the claim is dropped)
+ *   FAKE_ENFORCER       declares a slice enforcer (ABI 1.3), as $FAKE_ENFORCER_CASE says:
+ *                         unset: a valid one; slash, unlisted, outside, bad_env, no_slicing,
+ *                         small: each breaks one rule the host checks
  *   FAKE_CONFIGURABLE   behaviour chosen at run time through config_get:
  *                         discover_status=<n>  discover returns status n with a message
  *                         discover_emit=small_group|null_string|bad_health|one_card|flood  emits it
@@ -66,6 +69,44 @@ __attribute__((constructor)) static void fake_maybe_hang_loading(void) {
 }
 #endif
 
+#ifdef FAKE_ENFORCER
+static const gpustack_str fake_enforcer_files[] = {FAKE_STR("libtest_enforcer.so"),
+                                                   FAKE_STR("enforcer.conf")};
+static const gpustack_str fake_enforcer_bad_files[] = {FAKE_STR("../libtest_enforcer.so")};
+static const gpustack_str fake_enforcer_preload[] = {FAKE_STR("libtest_enforcer.so")};
+static const gpustack_str fake_enforcer_unlisted[] = {FAKE_STR("libelsewhere.so")};
+static const gpustack_str fake_enforcer_env[] = {FAKE_STR("TEST_ENFORCER_LOG=0")};
+static const gpustack_str fake_enforcer_bad_env[] = {FAKE_STR("1TEST=0")};
+static gpustack_enforcer fake_enforcer;
+
+/* The declaration $FAKE_ENFORCER_CASE asks for; sets *slicing to whether to claim slices. */
+static const gpustack_enforcer* fake_enforcer_of(const char* which, int* slicing) {
+  gpustack_enforcer* e = &fake_enforcer;
+  memset(e, 0, sizeof(*e));
+  e->struct_size = sizeof(*e);
+  e->name = (gpustack_str)FAKE_STR("test-enforcer");
+  e->files = fake_enforcer_files;
+  e->file_count = 2;
+  e->preload = fake_enforcer_preload;
+  e->preload_count = 1;
+  e->package_dir = (gpustack_str)FAKE_STR("enforcer");
+  e->variant = GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR;
+  e->variant_prefix = (gpustack_str)FAKE_STR("cuda-");
+  e->workdir_env = (gpustack_str)FAKE_STR("TEST_ENFORCER_DIR");
+  e->default_env = fake_enforcer_env;
+  e->default_env_count = 1;
+  *slicing = 1;
+  if (which == NULL) return e;
+  if (strcmp(which, "slash") == 0) e->files = fake_enforcer_bad_files, e->file_count = 1;
+  if (strcmp(which, "unlisted") == 0) e->preload = fake_enforcer_unlisted;
+  if (strcmp(which, "outside") == 0) e->package_dir = (gpustack_str)FAKE_STR("../elsewhere");
+  if (strcmp(which, "bad_env") == 0) e->default_env = fake_enforcer_bad_env;
+  if (strcmp(which, "no_slicing") == 0) *slicing = 0;
+  if (strcmp(which, "small") == 0) e->struct_size = 16;
+  return e;
+}
+#endif
+
 static gpustack_status fake_identify(gpustack_plugin_identity* id) {
   if (id == NULL || id->struct_size < GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0) {
     return fake_fail(GPUSTACK_STATUS_INVALID_ARGUMENT, "identity struct too small");
@@ -88,6 +129,13 @@ static gpustack_status fake_identify(gpustack_plugin_identity* id) {
     id->install_hint.data = "nothing to install: a fake";
     id->install_hint.size = strlen(id->install_hint.data);
   }
+#ifdef FAKE_ENFORCER
+  if (GPUSTACK_STRUCT_HAS_FIELD(id, gpustack_plugin_identity, enforcer)) {
+    int slicing = 0;
+    id->enforcer = fake_enforcer_of(getenv("FAKE_ENFORCER_CASE"), &slicing);
+    if (slicing) id->capabilities |= GPUSTACK_CAP_LOGICAL_SLICING;
+  }
+#endif
   return GPUSTACK_STATUS_OK;
 }
 

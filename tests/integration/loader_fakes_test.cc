@@ -116,6 +116,40 @@ TEST(LoaderFakes, InvalidPluginOutputIsRefusedNotTrusted) {
   }
 }
 
+// ABI 1.3: a plugin's slice enforcer reaches the host as declared, and a declaration that breaks
+// one of the host's rules refuses the plugin, naming the rule.
+TEST(LoaderFakes, ASliceEnforcerIsReadAndABrokenDeclarationRefusesThePlugin) {
+  unsetenv("FAKE_ENFORCER_CASE");
+  auto plugin = LoadOk("enforcer");
+  ASSERT_NE(plugin, nullptr);
+  const auto& e = plugin->identity().enforcer;
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->name, "test-enforcer");
+  EXPECT_EQ(e->files, (std::vector<std::string>{"libtest_enforcer.so", "enforcer.conf"}));
+  EXPECT_EQ(e->preload, std::vector<std::string>{"libtest_enforcer.so"});
+  EXPECT_EQ(e->package_dir, "enforcer");
+  EXPECT_EQ(e->variant, GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR);
+  EXPECT_EQ(e->variant_prefix, "cuda-");
+  EXPECT_EQ(e->workdir_env, "TEST_ENFORCER_DIR");
+  EXPECT_EQ(e->default_env,
+            (std::vector<std::pair<std::string, std::string>>{{"TEST_ENFORCER_LOG", "0"}}));
+  plugin.reset();
+  const std::pair<const char*, const char*> cases[] = {
+      {"slash", "is not a plain file name"},
+      {"unlisted", "preloads \"libelsewhere.so\", which it does not list"},
+      {"outside", "is not a path inside the package"},
+      {"bad_env", "is not KEY=value"},
+      {"no_slicing", "declares an enforcer but does not claim logical slicing"},
+      {"small", "is below the 1.3 minimum"}};
+  for (const auto& [which, words] : cases) {
+    setenv("FAKE_ENFORCER_CASE", which, 1);
+    auto refused = LoadFromManifest(Fake("enforcer"), {});
+    ASSERT_FALSE(refused) << which;
+    EXPECT_NE(refused.error().find(words), std::string::npos) << which << ": " << refused.error();
+  }
+  unsetenv("FAKE_ENFORCER_CASE");
+}
+
 TEST(LoaderFakes, LargerStructsFromANewerPluginAreReadByTheirKnownPrefix) {
   auto plugin = LoadOk("larger-structs");
   ASSERT_TRUE(plugin);

@@ -51,6 +51,105 @@ bool IsValidRuntimeClass(const std::string& name) {
   return IsValidManufacturerKey(name);  // the same rule: [a-z0-9-], 1..63, no '-' at either end
 }
 
+constexpr size_t kMaxEnforcerEntries = 64;
+
+// A name an environment variable may have: [A-Za-z_][A-Za-z0-9_]*.
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || name.size() > 256 || std::isdigit(static_cast<unsigned char>(name[0])))
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// One path segment the host may join under its stage: no '/', no "." or "..", printable.
+bool IsFileName(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '+';
+  });
+}
+
+// Reads and checks identity.enforcer (1.3); the error names the field.
+Result<std::optional<EnforcerDeclaration>> ReadEnforcer(const gpustack_enforcer* raw) {
+  if (raw == nullptr) return std::optional<EnforcerDeclaration>();
+  if (raw->struct_size < GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3)
+    return Error{"its enforcer struct_size " + std::to_string(raw->struct_size) +
+                 " is below the 1.3 minimum"};
+  auto text = [](const gpustack_str& s, const char* field) -> Result<std::string> {
+    if ((s.size > 0 && s.data == nullptr) || s.size > kMaxIdentityString)
+      return Error{std::string("its enforcer's ") + field + " has no data or is too long"};
+    return std::string(View(s));
+  };
+  auto list = [&](const gpustack_str* items, size_t count,
+                  const char* field) -> Result<std::vector<std::string>> {
+    if ((count > 0 && items == nullptr) || count > kMaxEnforcerEntries)
+      return Error{std::string("its enforcer's ") + field + " has " + std::to_string(count) +
+                   " entries with no array, or more than " + std::to_string(kMaxEnforcerEntries)};
+    std::vector<std::string> out;
+    for (size_t i = 0; i < count; ++i) {
+      auto item = text(items[i], field);
+      if (!item) return item.failure();
+      out.push_back(std::move(*item));
+    }
+    return out;
+  };
+  EnforcerDeclaration e;
+  auto name = text(raw->name, "name");
+  auto files = list(raw->files, raw->file_count, "files");
+  auto preload = list(raw->preload, raw->preload_count, "preload");
+  auto package_dir = text(raw->package_dir, "package_dir");
+  auto prefix = text(raw->variant_prefix, "variant_prefix");
+  auto workdir_env = text(raw->workdir_env, "workdir_env");
+  auto defaults = list(raw->default_env, raw->default_env_count, "default_env");
+  if (!name) return name.failure();
+  if (!files) return files.failure();
+  if (!preload) return preload.failure();
+  if (!package_dir) return package_dir.failure();
+  if (!prefix) return prefix.failure();
+  if (!workdir_env) return workdir_env.failure();
+  if (!defaults) return defaults.failure();
+  e.name = std::move(*name);
+  e.files = std::move(*files);
+  e.preload = std::move(*preload);
+  e.package_dir = std::move(*package_dir);
+  e.variant = raw->variant;
+  e.variant_prefix = std::move(*prefix);
+  e.workdir_env = std::move(*workdir_env);
+  if (e.name.empty()) return Error{"its enforcer has no name"};
+  if (e.files.empty()) return Error{"its enforcer " + e.name + " lists no files"};
+  for (const std::string& f : e.files) {
+    if (!IsFileName(f))
+      return Error{"its enforcer " + e.name + " lists \"" + f +
+                   "\", which is not a plain file name ([A-Za-z0-9._+-], no '/')"};
+  }
+  for (const std::string& p : e.preload) {
+    if (std::find(e.files.begin(), e.files.end(), p) == e.files.end())
+      return Error{"its enforcer " + e.name + " preloads \"" + p + "\", which it does not list"};
+  }
+  if (e.package_dir.starts_with("/") || e.package_dir.find("..") != std::string::npos)
+    return Error{"its enforcer " + e.name + "'s package_dir \"" + e.package_dir +
+                 "\" is not a path inside the package"};
+  if (e.variant != GPUSTACK_ENFORCER_VARIANT_NONE &&
+      e.variant != GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR)
+    return Error{"its enforcer " + e.name + " has unknown variant " + std::to_string(e.variant)};
+  if (e.variant == GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR && !IsFileName(e.variant_prefix + "0"))
+    return Error{"its enforcer " + e.name + "'s variant_prefix \"" + e.variant_prefix +
+                 "\" does not make a directory name"};
+  if (!e.workdir_env.empty() && !IsEnvName(e.workdir_env))
+    return Error{"its enforcer " + e.name + "'s workdir_env \"" + e.workdir_env +
+                 "\" is not an environment variable name"};
+  for (const std::string& entry : *defaults) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || !IsEnvName(std::string_view(entry).substr(0, eq)))
+      return Error{"its enforcer " + e.name + "'s default_env entry \"" + entry +
+                   "\" is not KEY=value"};
+    e.default_env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return std::optional<EnforcerDeclaration>(std::move(e));
+}
+
 // Checks what identify reported against the manifest and the ABI's rules.
 Result<Identity> ReadIdentity(const gpustack_plugin_api& api, const Manifest& manifest,
                               AbiVersion negotiated) {
@@ -59,7 +158,8 @@ Result<Identity> ReadIdentity(const gpustack_plugin_api& api, const Manifest& ma
     return Error{where + ": " + why, Code::kFailedPrecondition};
   };
   gpustack_plugin_identity raw{};
-  raw.struct_size = negotiated.minor >= 2   ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2
+  raw.struct_size = negotiated.minor >= 3   ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_3
+                    : negotiated.minor >= 2 ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2
                     : negotiated.minor >= 1 ? GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_1
                                             : GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0;
   const gpustack_status status = api.identify(&raw);
@@ -99,6 +199,14 @@ Result<Identity> ReadIdentity(const gpustack_plugin_api& api, const Manifest& ma
   if (id.min_slice_memory_percentage > 100) {
     return refuse("identify says its smallest slice is " +
                   std::to_string(id.min_slice_memory_percentage) + " % of a card (at most 100)");
+  }
+
+  if (negotiated.minor >= 3) {
+    auto enforcer = ReadEnforcer(raw.enforcer);
+    if (!enforcer) return refuse(enforcer.error());
+    id.enforcer = std::move(*enforcer);
+    if (id.enforcer && (id.capabilities & GPUSTACK_CAP_LOGICAL_SLICING) == 0)
+      return refuse("declares an enforcer but does not claim logical slicing");
   }
 
   if (id.manufacturer != manifest.name) {

@@ -131,7 +131,7 @@ extern "C" {
  * ========================================================================================== */
 
 #define GPUSTACK_PLUGIN_ABI_MAJOR 1
-#define GPUSTACK_PLUGIN_ABI_MINOR 2
+#define GPUSTACK_PLUGIN_ABI_MINOR 3
 
 /* The one symbol a plugin exports, as a string for dlsym. */
 #define GPUSTACK_PLUGIN_ENTRY_SYMBOL "gpustack_plugin_negotiate"
@@ -305,6 +305,49 @@ typedef struct gpustack_negotiate_args {
 } gpustack_negotiate_args;
 #define GPUSTACK_NEGOTIATE_ARGS_STRUCT_SIZE_V1_0 GPUSTACK_STRUCT_SIZE(gpustack_negotiate_args, api)
 
+/* Since 1.3: a library that makes a logical slice's budgets bind inside the container (HAMi-core's
+ * libvgpu.so for NVIDIA, vcann-rt, hggc, vrocm). The host stages its files onto the node, under
+ * <data dir>/operator/lib/<manufacturer>[/<variant>], and mounts them read-only into every sliced
+ * container of the manufacturer with an /etc/ld.so.preload that names `preload`. The grant's env
+ * edits carry the budgets (the enforcer's environment contract); the declaration adds what every
+ * sliced container needs besides. Strings and arrays are static, as the identity's. */
+typedef int32_t gpustack_enforcer_variant;
+enum {
+  GPUSTACK_ENFORCER_VARIANT_NONE = 0, /* one build serves every driver */
+  /* One build per major of the group's runtime_version ("12.4" -> <variant_prefix>12): the
+   * stage holds one directory per major, and a card gets the one of its group's runtime. */
+  GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR = 1,
+  GPUSTACK_ENFORCER_VARIANT_MAX_ENUM = 0x7FFFFFFF
+};
+
+typedef struct gpustack_enforcer {
+  size_t struct_size;
+  const void* next;
+  gpustack_str name;         /* "hami-core": for logs and the node's conditions */
+  const gpustack_str* files; /* file names (no '/') the stage holds, the preloaded ones included */
+  size_t file_count;
+  const gpustack_str* preload; /* of `files`, what /etc/ld.so.preload names, in this order */
+  size_t preload_count;
+  /* Where the plugin's package ships the files, relative to the directory of the plugin library
+   * (with one subdirectory per variant); empty: the package does not ship them, and slices bind
+   * only where the node's settings give a source (a host directory, or an image the chart
+   * copies from). */
+  gpustack_str package_dir;
+  gpustack_enforcer_variant variant;
+  int32_t reserved; /* 0 */
+  gpustack_str variant_prefix; /* "cuda-" with GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR */
+  /* The environment variable that gets the container path of the Pod's own working directory
+   * (the enforcer's shared ledger between the Pod's processes: "VROCM_LEDGER_PATH"); empty: the
+   * enforcer needs none. The host creates the directory per Pod and removes it once the Pod is
+   * gone; no Pod sees another's. */
+  gpustack_str workdir_env;
+  /* "KEY=value" settings (log levels, hooks) given to a sliced container only when its own
+   * `env:` does not set KEY. */
+  const gpustack_str* default_env;
+  size_t default_env_count;
+} gpustack_enforcer;
+#define GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3 GPUSTACK_STRUCT_SIZE(gpustack_enforcer, default_env_count)
+
 /* What the plugin is. The HOST allocates this struct and sets struct_size; the plugin fills the
  * fields that fit. Strings and arrays are static (valid while the library is loaded). */
 typedef struct gpustack_plugin_identity {
@@ -335,6 +378,10 @@ typedef struct gpustack_plugin_identity {
    * (1..100); a smaller slice is refused at admission with this number. 0: any size. */
   uint32_t min_slice_memory_percentage;
   uint32_t reserved_1_2; /* 0: keeps the struct free of tail padding */
+  /* Since 1.3: the library enforcer of this manufacturer's logical slices; NULL when its slices
+   * are bound otherwise (a kernel module, sysfs, a driver object, or the vendor's own runtime)
+   * or not at all. */
+  const gpustack_enforcer* enforcer;
 } gpustack_plugin_identity;
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_0 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, partition_kind)
@@ -342,6 +389,8 @@ typedef struct gpustack_plugin_identity {
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, install_hint)
 #define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_2 \
   GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, reserved_1_2)
+#define GPUSTACK_PLUGIN_IDENTITY_STRUCT_SIZE_V1_3 \
+  GPUSTACK_STRUCT_SIZE(gpustack_plugin_identity, enforcer)
 
 typedef struct gpustack_init_args {
   size_t struct_size;

@@ -47,6 +47,19 @@ class Error : public std::exception {
   std::string message_;
 };
 
+// The library that binds the plugin's logical slices (ABI 1.3; gpustack_enforcer says what each
+// field means).
+struct Enforcer {
+  std::string_view name{};
+  std::vector<std::string_view> files{};
+  std::vector<std::string_view> preload{};
+  std::string_view package_dir{};
+  gpustack_enforcer_variant variant = GPUSTACK_ENFORCER_VARIANT_NONE;
+  std::string_view variant_prefix{};
+  std::string_view workdir_env{};
+  std::vector<std::string_view> default_env{};  // "KEY=value"
+};
+
 // Everything the plugin says about itself. Must have static storage duration.
 struct Identity {
   std::string_view manufacturer{};
@@ -63,6 +76,8 @@ struct Identity {
   // Admission constraints (ABI 1.2): GPUSTACK_ADMIT_* bits, the smallest slice in percent.
   gpustack_admission_flags admission_flags = 0;
   uint32_t min_slice_memory_percentage = 0;
+  // The library enforcer of its slices (ABI 1.3); none: they bind otherwise, or not at all.
+  std::optional<Enforcer> enforcer{};
 };
 
 namespace detail {
@@ -94,6 +109,32 @@ void SetIfFits(S* s, F S::*field, const F& value) {
                                           reinterpret_cast<const char*>(s));
   if (offset + sizeof(F) <= s->struct_size) s->*field = value;
 }
+
+// An Enforcer as the ABI's struct, with the string arrays it points to.
+struct EnforcerTable {
+  static std::vector<gpustack_str> Strs(const std::vector<std::string_view>& views) {
+    std::vector<gpustack_str> out;
+    for (std::string_view v : views) out.push_back({v.data(), v.size()});
+    return out;
+  }
+  explicit EnforcerTable(const Enforcer& e)
+      : files(Strs(e.files)), preload(Strs(e.preload)), default_env(Strs(e.default_env)) {
+    raw.struct_size = sizeof(raw);
+    raw.name = {e.name.data(), e.name.size()};
+    raw.files = files.data();
+    raw.file_count = files.size();
+    raw.preload = preload.data();
+    raw.preload_count = preload.size();
+    raw.package_dir = {e.package_dir.data(), e.package_dir.size()};
+    raw.variant = e.variant;
+    raw.variant_prefix = {e.variant_prefix.data(), e.variant_prefix.size()};
+    raw.workdir_env = {e.workdir_env.data(), e.workdir_env.size()};
+    raw.default_env = default_env.data();
+    raw.default_env_count = default_env.size();
+  }
+  std::vector<gpustack_str> files, preload, default_env;
+  gpustack_enforcer raw{};
+};
 
 // Records the message; if even that cannot allocate, the message is left empty rather than letting
 // an exception escape a noexcept boundary.
@@ -496,6 +537,11 @@ class Adapter {
       detail::SetIfFits(out, &I::install_hint, Str(id.install_hint));
       detail::SetIfFits(out, &I::admission_flags, id.admission_flags);
       detail::SetIfFits(out, &I::min_slice_memory_percentage, id.min_slice_memory_percentage);
+      if (id.enforcer) {
+        // Built once from the static identity: what it points to stays valid while loaded.
+        static const detail::EnforcerTable table(*id.enforcer);
+        detail::SetIfFits(out, &I::enforcer, &table.raw);
+      }
     });
   }
 

@@ -17,7 +17,9 @@
 #include <mutex>
 #include <shared_mutex>
 #include <span>
+#include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +28,20 @@ namespace gpustack::client {
 struct AbiVersion {
   uint32_t major = GPUSTACK_PLUGIN_ABI_MAJOR;
   uint32_t minor = GPUSTACK_PLUGIN_ABI_MINOR;
+};
+
+// A plugin's slice enforcer (1.3; gpustack_enforcer), checked: file names without '/', the
+// preload list among the files, environment names that are names.
+struct EnforcerDeclaration {
+  std::string name;
+  std::vector<std::string> files;
+  std::vector<std::string> preload;
+  std::string package_dir;
+  gpustack_enforcer_variant variant = GPUSTACK_ENFORCER_VARIANT_NONE;
+  std::string variant_prefix;
+  std::string workdir_env;
+  std::vector<std::pair<std::string, std::string>> default_env;  // KEY, value
+  bool operator==(const EnforcerDeclaration&) const = default;
 };
 
 // What identify reported, checked against the manifest and the ABI's rules.
@@ -42,6 +58,7 @@ struct Identity {
   std::string install_hint;
   gpustack_admission_flags admission_flags = 0;  // 1.2
   uint32_t min_slice_memory_percentage = 0;      // 1.2; 0: any
+  std::optional<EnforcerDeclaration> enforcer;   // 1.3
 };
 
 // The optional hooks, by their plugin.h names, and the calls around them that every plugin has
