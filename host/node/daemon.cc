@@ -288,10 +288,10 @@ class Daemon {
       std::unique_lock lock(nap_mutex);
       // A signal cannot notify a condition variable: stop_ is looked at once a second.
       while (!stop_ && std::chrono::steady_clock::now() < next &&
-             !nap.wait_until(lock, stop,
-                             std::min(next, std::chrono::steady_clock::now() +
-                                                std::chrono::seconds(1)),
-                             [] { return false; })) {
+             !nap.wait_until(
+                 lock, stop,
+                 std::min(next, std::chrono::steady_clock::now() + std::chrono::seconds(1)),
+                 [] { return false; })) {
       }
     }
   }

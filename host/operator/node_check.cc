@@ -297,9 +297,10 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
                                       charges};
           // Another Pod may have been given its cards: it is counted where it fits now.
           if (Status counted = ledger::RestoreOrRefit(*ledger, promised); !counted) {
-            log->warn("workload {} on {}: its promise fits nowhere ({}): no other workload is "
-                      "counted on this node until it settles",
-                      uid, node, counted.error());
+            log->warn(
+                "workload {} on {}: its promise fits nowhere ({}): no other workload is "
+                "counted on this node until it settles",
+                uid, node, counted.error());
             over_promised = true;
           }
         }

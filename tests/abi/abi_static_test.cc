@@ -157,15 +157,14 @@ TEST(Abi, HasFieldFollowsStructSize) {
 // The C++ helper's Enforcer becomes the ABI struct a plugin hands the host (1.3): every field, the
 // arrays pointing at strings that live as long as the identity.
 TEST(Abi, AnEnforcerCrossesAsTheStructTheHostReads) {
-  static const gpustack::sdk::Enforcer enforcer{
-      .name = "hami-core",
-      .files = {"libvgpu.so", "ld.so.preload.d"},
-      .preload = {"libvgpu.so"},
-      .package_dir = "",
-      .variant = GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR,
-      .variant_prefix = "cuda-",
-      .workdir_env = "",
-      .default_env = {"LIBCUDA_LOG_LEVEL=0"}};
+  static const gpustack::sdk::Enforcer enforcer{.name = "hami-core",
+                                                .files = {"libvgpu.so", "ld.so.preload.d"},
+                                                .preload = {"libvgpu.so"},
+                                                .package_dir = "",
+                                                .variant = GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR,
+                                                .variant_prefix = "cuda-",
+                                                .workdir_env = "",
+                                                .default_env = {"LIBCUDA_LOG_LEVEL=0"}};
   const gpustack::sdk::detail::EnforcerTable table(enforcer);
   const gpustack_enforcer& raw = table.raw;
   EXPECT_EQ(raw.struct_size, GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3);

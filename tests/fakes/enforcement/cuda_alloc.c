@@ -1,7 +1,8 @@
 /* The test program: linked against libcuda.so.1 (the fake, or whatever the container has), it
  * reports what cuMemGetInfo says and allocates the MiB given on its command line.
  *   cuda_alloc <MiB>   prints "total_mib=<n> free_mib=<n>" then "alloc <MiB> MiB: ok" or
- *                      "alloc <MiB> MiB: out of memory"; exits 0, 3 on out of memory, 1 otherwise */
+ *                      "alloc <MiB> MiB: out of memory"; exits 0, 3 on out of memory, 1 otherwise
+ */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -28,7 +28,7 @@ static size_t budget_bytes(void) {
   return (size_t)value;
 }
 
-static void *next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
+static void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
 static void write_usage(void) {
   const char* dir = getenv("TEST_ENFORCER_DIR");
@@ -56,7 +56,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
-  CUresult (*real)(size_t*, size_t*) = (CUresult(*)(size_t*, size_t*))next_symbol("cuMemGetInfo_v2");
+  CUresult (*real)(size_t*, size_t*) =
+      (CUresult(*)(size_t*, size_t*))next_symbol("cuMemGetInfo_v2");
   if (real == NULL) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult r = real(free_bytes, total_bytes);
   const size_t budget = budget_bytes();
