@@ -255,6 +255,8 @@ struct ServeCommand {
   std::string plugin_dir = options.kubelet.device_plugin_dir.string();
   std::string pod_resources = options.pod_resources_socket.string();
   std::string proc_root = options.proc_root.string();
+  std::string data_dir = options.enforcement.data_dir.string();
+  std::string host_data_dir;  // empty: the same as data_dir
   int secure_port = 32443;
   std::string cert_dir;
 
@@ -300,6 +302,12 @@ struct ServeCommand {
     options.reconcile_period = Milliseconds(reconcile_period);
     options.monitor_period = Milliseconds(monitor_period);
     options.proc_root = proc_root;
+    options.enforcement.data_dir = data_dir;
+    options.enforcement.host_data_dir = host_data_dir.empty() ? data_dir : host_data_dir;
+    if (!options.enforcement.data_dir.is_absolute() ||
+        !options.enforcement.host_data_dir.is_absolute()) {
+      return Error{"--data-dir and --host-data-dir must be absolute paths"};
+    }
     options.serve_https = secure_port != 0;
     options.exporter.server.port = static_cast<uint16_t>(secure_port);
     options.exporter.cert_dir = cert_dir;
@@ -440,6 +448,15 @@ Command AddServe(CLI::App& device_manager) {
                    "(the chart mounts it read-only at /host/proc)")
       ->envname("GPUSTACK_PROC_ROOT")
       ->capture_default_str();
+  serve
+      ->add_option("--data-dir", c->data_dir,
+                   "Where slice enforcers are staged (operator/lib) and Pods' working directories "
+                   "made (operator/pods)")
+      ->envname("GPUSTACK_DATA_DIR")
+      ->capture_default_str();
+  serve->add_option("--host-data-dir", c->host_data_dir,
+                    "The data directory's path on the host, where the kubelet mounts from "
+                    "(default: --data-dir; differs when this runs in a container)");
   serve->add_option("--discover-period", c->discover_period, "Seconds between discovery passes")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();

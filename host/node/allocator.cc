@@ -5,9 +5,9 @@
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/ledger/allocated.h"
-#include "host/usage/grants.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/request.h"
+#include "host/usage/grants.h"
 
 namespace gpustack::node {
 namespace {
@@ -485,6 +485,16 @@ Result<AllocateResult> Allocator::AllocateLocked(
   if (!edits) {
     GiveBack(reserved->owner);
     return edits.failure();
+  }
+  const ledger::Charge& first = reserved->allocation.charges.front();
+  if (first.mode == Mode::kSliced && enforcement_ != nullptr) {
+    auto enforced = enforcement_->EditsForSlice(resource.manufacturer, first.accelerator_id,
+                                                *reserved->pod, reserved->owner.container, *edits);
+    if (!enforced) {
+      GiveBack(reserved->owner);
+      return enforced.failure();
+    }
+    edits->insert(edits->end(), enforced->begin(), enforced->end());
   }
   Logger("allocator")
       ->info("pod {} container {}: {} on {}", PodKey(*reserved->pod), reserved->owner.container,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "host/common/result.h"
+#include "host/enforcement/enforcement.h"
 #include "host/ledger/ledger.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
@@ -118,6 +119,10 @@ class Allocator {
   uint64_t chosen_honoured() const { return chosen_honoured_; }
   uint64_t chosen_refused() const { return chosen_refused_; }
 
+  // What makes a slice's budgets bind in its container (the daemon's; none in most tests): its
+  // edits join every sliced grant, and a slice it cannot serve is refused.
+  void set_enforcement(enforcement::SliceEnforcement* enforcement) { enforcement_ = enforcement; }
+
   // Called (outside every lock) after the ledger changed: tokens and status are stale.
   void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
 
@@ -193,6 +198,7 @@ class Allocator {
   std::set<std::string> slice_objects_;      // manufacturers whose slices are driver objects
   std::atomic<uint64_t> chosen_honoured_{0}, chosen_refused_{0};
   std::function<void()> on_change_;
+  enforcement::SliceEnforcement* enforcement_ = nullptr;
 
   std::mutex mutex_;  // identify -> fit -> reserve; the ledger's own mutex is taken inside
   std::map<ledger::Owner, std::chrono::steady_clock::time_point> reserved_at_;

@@ -114,6 +114,7 @@ class Daemon {
         stop_(stop),
         log_(Logger("daemon")),
         pods_(client, options.node_name, options.pod_resources_socket),
+        enforcement_(options.enforcement),
         allocator_(runtime, pods_, options.allocator),
         board_(runtime, ServedResources()),
         publisher_(client, options.node_name) {}
@@ -124,6 +125,8 @@ class Daemon {
   }
 
   int Run() {
+    allocator_.set_enforcement(&enforcement_);
+    enforcement_.Prepare(runtime_.Report().plugins);
     if (!RebuildLedger()) return 0;
     board_.Refresh();
     WatchPods();
@@ -180,6 +183,7 @@ class Daemon {
       if (listed) {
         const size_t restored = allocator_.Restore(*listed);
         allocator_.Reconcile(*listed, listed_at);
+        ReclaimWorkdirs(*listed);
         log_->info("ledger rebuilt from {} pod(s): {} allocation(s) restored", listed->size(),
                    restored);
         return true;
@@ -389,6 +393,7 @@ class Daemon {
         return kPluginLabelsChanged;
       }
       allocator_.ReleaseDeleted(gone);
+      enforcement_.Forget(gone);
       if (pods_changed_.exchange(false)) {
         std::vector<Json> cached;
         for (const kube::ObjectPtr& pod : pod_informer_->List()) cached.push_back(*pod);
@@ -418,6 +423,7 @@ class Daemon {
   void RunDueWork(std::chrono::steady_clock::time_point now) {
     if (now >= next_discovery_) {
       runtime_.Discover();
+      enforcement_.Prepare(runtime_.Report().plugins);
       dirty_ = true;
       next_discovery_ = now + options_.discover_period;
     }
@@ -425,11 +431,28 @@ class Daemon {
       const auto listed_at = std::chrono::steady_clock::now();
       if (auto listed = pods_.PodsOnNode()) {
         allocator_.Reconcile(*listed, listed_at);
+        ReclaimWorkdirs(*listed);
       } else {
         log_->warn("cannot list the pods on node {}: {}", options_.node_name, listed.error());
       }
       next_reconcile_ = now + options_.reconcile_period;
     }
+  }
+
+  // Removes the enforcers' working directories of Pods that are gone: neither in `listed` (a fresh
+  // list) nor holding an allocation (a Pod newer than the list holds one from its Allocate on).
+  void ReclaimWorkdirs(const std::vector<Json>& listed) {
+    std::set<std::string> live;
+    for (const Json& pod : listed) live.insert(StringAt(pod, {"metadata", "uid"}));
+    enforcement_.Reclaim([&](const std::string& uid) {
+      if (live.count(uid) != 0) return true;
+      return runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+        for (const auto& [owner, allocation] : ledger.allocations()) {
+          if (owner.pod_uid == uid) return true;
+        }
+        return false;
+      });
+    });
   }
 
   // The node's Devices object and labels; a failure is retried within a second.
@@ -438,7 +461,7 @@ class Daemon {
     const runtime::NodeReport report = runtime_.Report();
     const ledger::DevicesStatus status =
         runtime_.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
-    if (Status published = publisher_.Publish(report, status); !published) {
+    if (Status published = publisher_.Publish(report, status, enforcement_.States()); !published) {
       log_->warn("{} (retrying in a second)", published.error());
       next_reconcile_ =
           std::min(next_reconcile_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
@@ -454,6 +477,7 @@ class Daemon {
   const std::atomic<bool>& stop_;
   std::shared_ptr<spdlog::logger> log_;
   KubePodDirectory pods_;
+  enforcement::SliceEnforcement enforcement_;
   Allocator allocator_;
   TokenBoard board_;
   Publisher publisher_;

@@ -43,6 +43,9 @@ struct DaemonOptions {
                                   .cert_dir = {},
                                   .common_name = "gpustack-device-manager"};
   bool serve_https = true;
+  // Where enforcer libraries are staged and working directories made (--data-dir), and where the
+  // kubelet finds them (--host-data-dir): mount sources are host paths.
+  enforcement::Options enforcement;
   // The Node's plugins.gpustack.ai/ labels the plugins were enabled with: when the Node's change,
   // the daemon stops (status kPluginLabelsChanged) for its Pod to restart and apply them.
   std::map<std::string, std::string> plugin_labels;

@@ -15,7 +15,7 @@ std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
 }  // namespace
 
 Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
-                       const std::string& now) {
+                       const std::string& now, const std::vector<enforcement::State>& enforcement) {
   Json out = ledger::ToJson(status);
   Json plugins = Json::array();
   std::string not_ready;
@@ -50,13 +50,26 @@ Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesS
         {"reason", not_ready.empty() ? "AllRunning" : "PluginProblem"},
         {"message", not_ready.empty() ? "every enabled plugin runs and discovers" : not_ready},
         {"lastTransitionTime", now}}});
+  if (!enforcement.empty()) {
+    std::string how, unbound;
+    for (const enforcement::State& s : enforcement) {
+      std::string& into = s.enforced ? how : unbound;
+      into += (into.empty() ? "" : "; ") + s.manufacturer + ": " + s.message;
+    }
+    out["conditions"].push_back({{"type", "SlicesEnforced"},
+                                 {"status", unbound.empty() ? "True" : "False"},
+                                 {"reason", unbound.empty() ? "Enforced" : "CountedNotEnforced"},
+                                 {"message", unbound.empty() ? how : unbound},
+                                 {"lastTransitionTime", now}});
+  }
   return out;
 }
 
 Publisher::Publisher(kube::Client& client, std::string node_name)
     : client_(client), node_name_(std::move(node_name)) {}
 
-Status Publisher::Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status) {
+Status Publisher::Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
+                          const std::vector<enforcement::State>& enforcement) {
   if (!report.spec) return Error{"no Devices spec to publish: " + report.spec.error()};
   const ledger::DevicesSpec& spec = *report.spec;
   if (node_uid_.empty()) {
@@ -107,9 +120,9 @@ Status Publisher::Publish(const runtime::NodeReport& report, const ledger::Devic
     published_ = true;
     last_status_ = Json();  // a recreated object has no status
   }
-  Json status_json = DevicesStatusJson(report, status, "");
+  Json status_json = DevicesStatusJson(report, status, "", enforcement);
   if (status_json != last_status_) {
-    Json stamped = DevicesStatusJson(report, status, Now());
+    Json stamped = DevicesStatusJson(report, status, Now(), enforcement);
     Json object = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
                    {"kind", "Devices"},
                    {"metadata", {{"name", node_name_}}},

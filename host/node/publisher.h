@@ -11,6 +11,7 @@
 #include <string>
 
 #include "host/common/result.h"
+#include "host/enforcement/enforcement.h"
 #include "host/kube/client.h"
 #include "host/ledger/model.h"
 #include "host/runtime/node_runtime.h"
@@ -19,10 +20,13 @@ namespace gpustack::node {
 
 inline constexpr const char* kFieldManager = "gpustack-device-manager";
 
-// The Devices status: the ledger's groups, one entry per plugin, and a PluginsReady condition.
-// Pure; `now` is the RFC 3339 time a changed condition carries.
+// The Devices status: the ledger's groups, one entry per plugin, a PluginsReady condition, and
+// a SlicesEnforced condition when a plugin slices: False, saying why, where slices are counted
+// but nothing binds them (docs/enforcement.md). Pure; `now` is the RFC 3339 time a changed
+// condition carries.
 nlohmann::json DevicesStatusJson(const runtime::NodeReport& report,
-                                 const ledger::DevicesStatus& status, const std::string& now);
+                                 const ledger::DevicesStatus& status, const std::string& now,
+                                 const std::vector<enforcement::State>& enforcement = {});
 
 class Publisher {
  public:
@@ -30,7 +34,8 @@ class Publisher {
 
   // Applies the Devices object, its status and the Node's labels where they changed. A node with
   // no accelerator has no Devices object (one published earlier is deleted).
-  Status Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status);
+  Status Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
+                 const std::vector<enforcement::State>& enforcement = {});
 
  private:
   kube::Client& client_;

@@ -268,6 +268,7 @@ Status NodeRuntime::StartOne(const PluginCandidate& candidate, PluginStatus& sta
   }
   // library_path: the one setting the host applies for every plugin, under the plugins' rules.
   ResolvedSettings resolved = SettingsFor(options_.config, name, options_.env);
+  status.settings = resolved.settings;
   if (auto it = resolved.settings.find(kLibraryPathSetting); it != resolved.settings.end()) {
     const std::string& path = it->second;
     std::error_code ec;

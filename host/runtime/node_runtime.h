@@ -69,6 +69,7 @@ struct PluginStatus {
   PluginState state = PluginState::kDisabled;
   std::optional<Error> error;  // why it is refused, failed, quarantined or hung
   std::optional<PluginIdentity> identity;
+  PluginSettings settings;  // as it was started with (node config, library_path's variable)
   // Discovery, once a pass ran.
   bool discovery_ran = false;
   std::optional<Error> discovery_error;       // the latest pass's failure

@@ -3,6 +3,10 @@
 #include "host/node/allocator.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "host/ledger/allocated.h"
 #include "host/ledger/chosen.h"
@@ -179,6 +183,82 @@ TEST_F(AllocatorTest, ASlicesBudgetIsFlooredFromTheCardsMemory) {
   ledger::Request percent;
   percent.memory_percentage = 20;
   EXPECT_EQ(SliceBudgetMib(percent, 24560), 4912u);  // docs/decisions.md D6
+}
+
+// A slice gets its enforcer's mounts and its own working directory; a whole card does not; a
+// slice whose working directory cannot be made is refused with nothing held.
+TEST(AllocatorEnforcement, ASliceGetsItsEnforcerAndAWorkingDirectoryOrIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::temp_directory_path() / ("allocator-enforcement-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "data");
+  client::EnforcerDeclaration declared;
+  declared.name = "acme-enforcer";
+  declared.files = {"libacme.so"};
+  declared.preload = {"libacme.so"};
+  declared.workdir_env = "ACME_LEDGER_PATH";
+  declared.default_env = {{"ACME_LOG_LEVEL", "1"}};
+  runtime::testing::Node node;
+  auto runtime = testing::AcmeRuntime(node, 3, declared);
+  ASSERT_NE(runtime, nullptr);
+  std::map<ledger::Mode, ServedResource> served;
+  for (const ServedResource& r : ResourcesOf(runtime->RunningIdentities().at(0), {}))
+    served[r.mode] = r;
+  testing::MemoryPods pods;
+  Allocator allocator(*runtime, pods, AllocatorOptions{});
+  enforcement::SliceEnforcement enforcement({.data_dir = root / "data", .host_data_dir = "/h"});
+  enforcement.Prepare(runtime->Report().plugins);  // no source: counted, not enforced
+  allocator.set_enforcement(&enforcement);
+  auto tokens = [&](ledger::Mode mode, uint32_t index) {
+    return runtime->WithLedger([&](ledger::NodeLedger& ledger) {
+      for (const Token& t : TokensOf(ledger, served[mode])) {
+        if (ParseTokenId(t.id)->card_index == index) return std::vector<std::string>{t.id};
+      }
+      return std::vector<std::string>{};
+    });
+  };
+  pods.Add("sliced",
+           {{"acme.example.com/accel.sliced", "1"},
+            {"acme.example.com/accel.sliced.memory-percentage", "20"}},
+           "2026-01-01T00:00:00Z");
+  auto sliced = allocator.Allocate(served[ledger::Mode::kSliced], tokens(ledger::Mode::kSliced, 0));
+  ASSERT_TRUE(sliced) << sliced.error();
+  std::map<std::string, std::string> env, mounts;
+  for (const sdk::ContainerEdit& e : sliced->edits) {
+    if (e.kind == GPUSTACK_EDIT_ENV) env[e.key] = e.value;
+    if (e.kind == GPUSTACK_EDIT_MOUNT) mounts[e.container_path] = e.host_path;
+  }
+  EXPECT_EQ(env["ACME_LEDGER_PATH"], enforcement::kWorkdirMount);
+  EXPECT_EQ(env["ACME_LOG_LEVEL"], "1");
+  EXPECT_EQ(env["FAKE_MEMORY_LIMIT_MIB"], "3276");  // the plugin's own edits are still there
+  EXPECT_EQ(mounts[enforcement::kWorkdirMount], "/h/operator/pods/uid-sliced/main");
+  EXPECT_TRUE(fs::is_directory(root / "data/operator/pods/uid-sliced/main"));
+
+  pods.Add("whole", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:01Z");
+  auto whole =
+      allocator.Allocate(served[ledger::Mode::kExclusive], tokens(ledger::Mode::kExclusive, 1));
+  ASSERT_TRUE(whole) << whole.error();
+  for (const sdk::ContainerEdit& e : whole->edits) EXPECT_NE(e.kind, GPUSTACK_EDIT_MOUNT);
+
+  // A file where the Pods' directories go: the next slice cannot get one.
+  fs::remove_all(root / "data/operator/pods");
+  std::ofstream(root / "data/operator/pods") << "in the way";
+  pods.Add("refused",
+           {{"acme.example.com/accel.sliced", "1"},
+            {"acme.example.com/accel.sliced.memory-percentage", "20"}},
+           "2026-01-01T00:00:02Z");
+  const size_t before =
+      runtime->WithLedger([](ledger::NodeLedger& l) { return l.allocations().size(); });
+  auto refused =
+      allocator.Allocate(served[ledger::Mode::kSliced], tokens(ledger::Mode::kSliced, 2));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.failure().code, Code::kUnavailable);
+  EXPECT_NE(refused.error().find("working directory"), std::string::npos) << refused.error();
+  EXPECT_EQ(runtime->WithLedger([](ledger::NodeLedger& l) { return l.allocations().size(); }),
+            before);
+  EXPECT_EQ(pods.records.count("uid-refused"), 0u);
+  fs::remove_all(root);
 }
 
 TEST_F(AllocatorTest, ForeignDeviceIdsAreRefused) {

@@ -12,9 +12,11 @@
 
 namespace gpustack::node::testing {
 
-inline std::unique_ptr<runtime::NodeRuntime> AcmeRuntime(runtime::testing::Node& node,
-                                                         int cards = 2) {
+inline std::unique_ptr<runtime::NodeRuntime> AcmeRuntime(
+    runtime::testing::Node& node, int cards = 2,
+    std::optional<client::EnforcerDeclaration> enforcer = std::nullopt) {
   auto script = runtime::testing::MakeScript("acme", 0x1234, cards);
+  script->identity.enforcer = std::move(enforcer);
   script->identity.capabilities |= GPUSTACK_CAP_SHARED;
   script->identity.capabilities |= GPUSTACK_CAP_LOGICAL_SLICING;
   for (sdk::Accelerator& c : script->groups[0].accelerators) c.logical_slice_count = 8;

@@ -54,5 +54,30 @@ TEST(DevicesStatus, TwoPluginsRefusedForOneVendorSayHowToKeepOne) {
   EXPECT_NE(status["plugins"][1]["message"].get<std::string>().find("keep one"), std::string::npos);
 }
 
+TEST(DevicesStatus, SlicesCountedButNotEnforcedSaySoAndWhy) {
+  runtime::NodeReport report;
+  report.plugins = {Running("nvidia"), Running("mthreads")};
+  EXPECT_EQ(DevicesStatusJson(report, {}, "")["conditions"].size(), 1u);  // nobody slices
+  std::vector<enforcement::State> states = {
+      {.manufacturer = "nvidia",
+       .enforcer = "hami-core",
+       .enforced = false,
+       .message = "slices are counted, not enforced: no source"},
+      {.manufacturer = "mthreads", .enforcer = "", .enforced = true, .message = "the grant"}};
+  Json status = DevicesStatusJson(report, {}, "", states);
+  ASSERT_EQ(status["conditions"].size(), 2u);
+  EXPECT_EQ(status["conditions"][1]["type"], "SlicesEnforced");
+  EXPECT_EQ(status["conditions"][1]["status"], "False");
+  EXPECT_EQ(status["conditions"][1]["reason"], "CountedNotEnforced");
+  EXPECT_EQ(status["conditions"][1]["message"],
+            "nvidia: slices are counted, not enforced: no source");
+  states[0].enforced = true;
+  states[0].message = "enforced by hami-core";
+  status = DevicesStatusJson(report, {}, "", states);
+  EXPECT_EQ(status["conditions"][1]["status"], "True");
+  EXPECT_EQ(status["conditions"][1]["message"],
+            "nvidia: enforced by hami-core; mthreads: the grant");
+}
+
 }  // namespace
 }  // namespace gpustack::node

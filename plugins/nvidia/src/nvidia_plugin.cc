@@ -60,7 +60,7 @@ gpustack::support::NvmlFamilyTraits Traits() {
                     .memory_env = "CUDA_DEVICE_MEMORY_LIMIT_",
                     .memory_suffix = "m",
                     .cores_env = "CUDA_DEVICE_SM_LIMIT",
-                    .slice_env = {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"LIBCUDA_LOG_LEVEL", "0"}},
+                    .slice_env = {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}},
                     .partition_in_visible_env = true},
   };
 }
@@ -81,6 +81,21 @@ class NvidiaPlugin final : public gpustack::support::NvmlMigFamilyPlugin {
         .runtime_class = "nvidia",
         .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DRIVER,
         .install_hint = kInstallHint,
+        // HAMi-core reads the budgets above inside the container. The operator does not ship it:
+        // a node stages it from plugins.config.nvidia.enforcer (docs/enforcement.md), one build
+        // per CUDA major. Its log level and its shared cache (the container's own working
+        // directory) are defaults a container's own env may override.
+        .enforcer =
+            gpustack::sdk::Enforcer{
+                .name = "hami-core",
+                .files = {"libvgpu.so"},
+                .preload = {"libvgpu.so"},
+                .variant = GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR,
+                .variant_prefix = "cuda-",
+                .default_env = {"LIBCUDA_LOG_LEVEL=0",
+                                "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpustack/enforcer/"
+                                "cudevshr.cache"},
+            },
     };
     return identity;
   }

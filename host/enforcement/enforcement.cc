@@ -1,0 +1,367 @@
+#include "host/enforcement/enforcement.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+
+#include "host/common/file_trust.h"
+#include "host/common/logging.h"
+
+namespace gpustack::enforcement {
+namespace fs = std::filesystem;
+namespace {
+
+const Json* ContainerOf(const Json& pod, const std::string& name) {
+  if (!pod.contains("spec")) return nullptr;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!pod["spec"].contains(list) || !pod["spec"][list].is_array()) continue;
+    for (const Json& c : pod["spec"][list]) {
+      if (c.is_object() && c.value("name", "") == name) return &c;
+    }
+  }
+  return nullptr;
+}
+
+// Writes `text` to `path` through a temporary file and a rename: a container starting meanwhile
+// sees the old file or the new one, never half of one.
+Status WriteAtomically(const fs::path& path, const std::string& text, fs::perms perms) {
+  const fs::path fresh = path.string() + ".new";
+  {
+    std::ofstream out(fresh, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Error{"cannot write " + fresh.string()};
+  }
+  std::error_code ec;
+  fs::permissions(fresh, perms, ec);
+  if (ec || ::rename(fresh.c_str(), path.c_str()) != 0) {
+    fs::remove(fresh, ec);
+    return Error{"cannot replace " + path.string() + ": " + std::strerror(errno)};
+  }
+  return Ok{};
+}
+
+Status CopyAtomically(const fs::path& from, const fs::path& to) {
+  const fs::path fresh = to.string() + ".new";
+  std::error_code ec;
+  fs::remove(fresh, ec);
+  if (!fs::copy_file(from, fresh, fs::copy_options::overwrite_existing, ec)) {
+    return Error{"cannot copy " + from.string() + " to " + fresh.string() + ": " + ec.message()};
+  }
+  fs::permissions(fresh, fs::perms(0755), ec);
+  if (ec || ::rename(fresh.c_str(), to.c_str()) != 0) {
+    fs::remove(fresh, ec);
+    return Error{"cannot replace " + to.string() + ": " + std::strerror(errno)};
+  }
+  return Ok{};
+}
+
+// "fake" path components cannot come from a uid or a container name the apiserver accepted, but
+// the directory names are built from Pod data: refuse anything that could climb out.
+bool SafeComponent(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+Result<std::string> VariantOf(const client::EnforcerDeclaration& enforcer,
+                              const std::string& runtime_version) {
+  if (enforcer.variant != GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR) return std::string{};
+  unsigned major = 0;
+  const char* begin = runtime_version.data();
+  const char* end = begin + runtime_version.size();
+  auto [stop, ec] = std::from_chars(begin, end, major);
+  if (ec != std::errc{} || stop == begin) {
+    return Error{"enforcer " + enforcer.name + " has one build per runtime major, and the cards' " +
+                 "runtime version \"" + runtime_version + "\" names none"};
+  }
+  return enforcer.variant_prefix + std::to_string(major);
+}
+
+std::string PreloadText(const std::string& manufacturer,
+                        const client::EnforcerDeclaration& enforcer) {
+  std::string text;
+  for (const std::string& file : enforcer.preload) {
+    text += std::string(kLibraryMountRoot) + "/" + manufacturer + "/" + file + "\n";
+  }
+  return text;
+}
+
+std::vector<std::pair<std::string, std::string>> DefaultEnvFor(
+    const client::EnforcerDeclaration& enforcer, const Json& pod, const std::string& container,
+    const std::vector<sdk::ContainerEdit>& granted) {
+  std::set<std::string> set;
+  if (const Json* c = ContainerOf(pod, container);
+      c != nullptr && c->contains("env") && (*c)["env"].is_array()) {
+    for (const Json& e : (*c)["env"]) {
+      if (e.is_object() && e.contains("name") && e["name"].is_string())
+        set.insert(e["name"].get<std::string>());
+    }
+  }
+  for (const sdk::ContainerEdit& edit : granted) {
+    if (edit.kind == GPUSTACK_EDIT_ENV) set.insert(edit.key);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : enforcer.default_env) {
+    if (set.count(key) == 0) out.emplace_back(key, value);
+  }
+  return out;
+}
+
+std::optional<RunAs> RunAsOf(const Json& pod, const std::string& container) {
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  // The container's securityContext overrides the Pod's, field by field.
+  auto read = [&](const Json& context) {
+    if (!context.is_object()) return;
+    if (context.contains("runAsUser") && context["runAsUser"].is_number_integer() &&
+        context["runAsUser"].get<int64_t>() >= 0)
+      uid = context["runAsUser"].get<uid_t>();
+    if (context.contains("runAsGroup") && context["runAsGroup"].is_number_integer() &&
+        context["runAsGroup"].get<int64_t>() >= 0)
+      gid = context["runAsGroup"].get<gid_t>();
+  };
+  if (pod.contains("spec") && pod["spec"].contains("securityContext"))
+    read(pod["spec"]["securityContext"]);
+  if (const Json* c = ContainerOf(pod, container); c != nullptr && c->contains("securityContext"))
+    read((*c)["securityContext"]);
+  if (!uid) return std::nullopt;  // the image's user writes: unknown here
+  return RunAs{*uid, gid};
+}
+
+SliceEnforcement::SliceEnforcement(Options options) : options_(std::move(options)) {}
+
+fs::path SliceEnforcement::StageDir(const std::string& manufacturer,
+                                    const std::string& variant) const {
+  fs::path dir = options_.data_dir / "operator" / "lib" / manufacturer;
+  return variant.empty() ? dir : dir / variant;
+}
+
+fs::path SliceEnforcement::WorkdirOf(const std::string& pod_uid,
+                                     const std::string& container) const {
+  return options_.data_dir / "operator" / "pods" / pod_uid / container;
+}
+
+fs::path SliceEnforcement::HostPathOf(const fs::path& local) const {
+  return options_.host_data_dir / local.lexically_relative(options_.data_dir);
+}
+
+void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins) {
+  auto log = Logger("enforcement");
+  std::lock_guard lock(mutex_);
+  std::vector<State> states;
+  for (const runtime::PluginStatus& status : plugins) {
+    if (status.state != runtime::PluginState::kRunning || !status.identity) continue;
+    const runtime::PluginIdentity& id = *status.identity;
+    if (!id.Has(GPUSTACK_CAP_LOGICAL_SLICING)) continue;
+    State state{.manufacturer = id.manufacturer};
+    if (!id.enforcer) {
+      plugins_.erase(id.manufacturer);
+      state.enforced = true;
+      state.message =
+          "the plugin's grant applies the budgets through the manufacturer's own "
+          "facility (no library enforcer)";
+      states.push_back(std::move(state));
+      continue;
+    }
+    Plugin& plugin = plugins_[id.manufacturer];
+    plugin.enforcer = *id.enforcer;
+    state.enforcer = plugin.enforcer.name;
+    plugin.source.reset();
+    if (auto it = status.settings.find(kEnforcerDirSetting);
+        it != status.settings.end() && !it->second.empty()) {
+      plugin.source = fs::path(it->second);
+      plugin.source_origin = std::string("the node setting ") + kEnforcerDirSetting;
+    } else if (!plugin.enforcer.package_dir.empty() && !status.library_path.empty()) {
+      plugin.source = fs::path(status.library_path).parent_path() / plugin.enforcer.package_dir;
+      plugin.source_origin = "the plugin's package";
+    }
+    // Which variant each card needs: its group's runtime.
+    plugin.variant_of_card.clear();
+    std::set<std::string> variants;
+    std::string problems;
+    for (const sdk::AcceleratorGroup& group : status.groups) {
+      auto variant = VariantOf(plugin.enforcer, group.runtime_version);
+      if (!variant) {
+        problems += (problems.empty() ? "" : "; ") + variant.error();
+        continue;
+      }
+      variants.insert(*variant);
+      for (const sdk::Accelerator& a : group.accelerators) plugin.variant_of_card[a.id] = *variant;
+    }
+    plugin.staged.clear();
+    if (!plugin.source) {
+      state.message = "slices are counted, not enforced: the plugin's enforcer " +
+                      plugin.enforcer.name + " has no source on this node (set plugins.config." +
+                      id.manufacturer + ".enforcer, docs/enforcement.md)";
+    } else {
+      for (const std::string& variant : variants) {
+        if (Status staged = Stage(id.manufacturer, plugin, variant); !staged) {
+          problems += (problems.empty() ? "" : "; ") + staged.error();
+        } else {
+          plugin.staged.insert(variant);
+        }
+      }
+      if (problems.empty()) {
+        state.enforced = true;
+        state.message = "enforced by " + plugin.enforcer.name + ", staged from " +
+                        plugin.source->string() + " (" + plugin.source_origin + ")";
+      } else {
+        state.message = "slices are counted, not enforced: " + problems;
+      }
+    }
+    if (!state.enforced) log->warn("{}: {}", id.manufacturer, state.message);
+    states.push_back(std::move(state));
+  }
+  if (states != states_) {
+    for (const State& s : states) {
+      if (s.enforced) Logger("enforcement")->info("{}: {}", s.manufacturer, s.message);
+    }
+  }
+  states_ = std::move(states);
+}
+
+Status SliceEnforcement::Stage(const std::string& manufacturer, const Plugin& plugin,
+                               const std::string& variant) {
+  const client::EnforcerDeclaration& e = plugin.enforcer;
+  std::error_code ec;
+  // A source with one directory per variant, or the files themselves (one build for the node).
+  fs::path from = *plugin.source;
+  if (!variant.empty() && fs::is_directory(from / variant, ec)) from /= variant;
+  const fs::path to = StageDir(manufacturer, variant);
+  fs::create_directories(to, ec);
+  if (ec) return Error{"cannot create " + to.string() + ": " + ec.message()};
+  for (const std::string& file : e.files) {
+    const fs::path source = from / file;
+    auto identity = IdentifyFile(source);
+    if (!identity) {
+      return Error{"enforcer " + e.name + " (" + (variant.empty() ? "" : variant + ", ") + "from " +
+                   plugin.source_origin + "): " + source.string() +
+                   " cannot be read: " + identity.error()};
+    }
+    if (Status trusted = CheckTrusted(source, options_.trusted_uid); !trusted) {
+      return Error{"enforcer " + e.name + ": " + trusted.error() +
+                   " (it would run in every sliced container)"};
+    }
+    if (!fs::is_regular_file(source, ec) || identity->size > kMaxEnforcerFileBytes) {
+      return Error{"enforcer " + e.name + ": " + source.string() +
+                   " is not a regular file of at most 256 MiB"};
+    }
+    const fs::path target = to / file;
+    if (auto it = copied_.find(source);
+        it != copied_.end() && it->second == *identity && fs::exists(target, ec)) {
+      continue;
+    }
+    if (Status copied = CopyAtomically(source, target); !copied) return copied;
+    copied_[source] = *identity;
+    Logger("enforcement")
+        ->info("{}: staged {} into {}", manufacturer, source.string(), to.string());
+  }
+  return WriteAtomically(to / "ld.so.preload", PreloadText(manufacturer, e), fs::perms(0644));
+}
+
+Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
+    const std::string& manufacturer, const std::string& accelerator_id, const Json& pod,
+    const std::string& container, const std::vector<sdk::ContainerEdit>& granted) {
+  std::lock_guard lock(mutex_);
+  auto it = plugins_.find(manufacturer);
+  if (it == plugins_.end()) return std::vector<sdk::ContainerEdit>{};
+  const Plugin& plugin = it->second;
+  const std::string uid = pod["metadata"].value("uid", "");
+  if (!SafeComponent(uid) || !SafeComponent(container)) {
+    return Error{"pod uid \"" + uid + "\" or container \"" + container +
+                     "\" cannot name a working directory",
+                 Code::kInvalidArgument};
+  }
+  std::vector<sdk::ContainerEdit> edits;
+  // The files, where this card's variant is staged.
+  if (auto v = plugin.variant_of_card.find(accelerator_id);
+      v != plugin.variant_of_card.end() && plugin.staged.count(v->second) != 0) {
+    const fs::path stage = StageDir(manufacturer, v->second);
+    edits.push_back({.kind = GPUSTACK_EDIT_MOUNT,
+                     .host_path = HostPathOf(stage).string(),
+                     .container_path = std::string(kLibraryMountRoot) + "/" + manufacturer,
+                     .read_only = true});
+    if (!plugin.enforcer.preload.empty()) {
+      edits.push_back({.kind = GPUSTACK_EDIT_MOUNT,
+                       .host_path = HostPathOf(stage / "ld.so.preload").string(),
+                       .container_path = kPreloadMount,
+                       .read_only = true});
+    }
+  }
+  // Its own working directory: the enforcer's ledger between the container's processes.
+  const fs::path workdir = WorkdirOf(uid, container);
+  std::error_code ec;
+  fs::create_directories(workdir, ec);
+  if (ec) {
+    return Error{"cannot create the working directory " + workdir.string() + " of " + manufacturer +
+                     "'s enforcer: " + ec.message(),
+                 Code::kUnavailable};
+  }
+  // Nobody but the container's user may look in; the image's user is unknown until it runs.
+  fs::permissions(workdir.parent_path(), fs::perms(0711), ec);
+  if (auto run_as = RunAsOf(pod, container)) {
+    if (::chown(workdir.c_str(), run_as->uid, run_as->gid.value_or(static_cast<gid_t>(-1))) != 0) {
+      return Error{"cannot give " + workdir.string() + " to uid " + std::to_string(run_as->uid) +
+                       ": " + std::strerror(errno),
+                   Code::kUnavailable};
+    }
+    fs::permissions(workdir, fs::perms(0700), ec);
+  } else {
+    fs::permissions(workdir, fs::perms(0777), ec);
+  }
+  edits.push_back({.kind = GPUSTACK_EDIT_MOUNT,
+                   .host_path = HostPathOf(workdir).string(),
+                   .container_path = kWorkdirMount,
+                   .read_only = false});
+  if (!plugin.enforcer.workdir_env.empty()) {
+    edits.push_back(
+        {.kind = GPUSTACK_EDIT_ENV, .key = plugin.enforcer.workdir_env, .value = kWorkdirMount});
+  }
+  for (auto& [key, value] : DefaultEnvFor(plugin.enforcer, pod, container, granted))
+    edits.push_back({.kind = GPUSTACK_EDIT_ENV, .key = key, .value = value});
+  return edits;
+}
+
+size_t SliceEnforcement::Reclaim(const std::function<bool(const std::string&)>& keep) {
+  std::lock_guard lock(mutex_);
+  const fs::path root = options_.data_dir / "operator" / "pods";
+  std::error_code ec;
+  size_t removed = 0;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string uid = it->path().filename().string();
+    if (keep(uid)) continue;
+    std::error_code removing;
+    fs::remove_all(it->path(), removing);
+    if (removing) {
+      Logger("enforcement")
+          ->warn("cannot remove the working directories of gone pod {}: {}", uid,
+                 removing.message());
+      continue;
+    }
+    ++removed;
+  }
+  if (removed > 0)
+    Logger("enforcement")->info("removed the working directories of {} gone pod(s)", removed);
+  return removed;
+}
+
+void SliceEnforcement::Forget(const std::set<std::string>& pod_uids) {
+  std::lock_guard lock(mutex_);
+  for (const std::string& uid : pod_uids) {
+    if (!SafeComponent(uid)) continue;
+    std::error_code ec;
+    fs::remove_all(options_.data_dir / "operator" / "pods" / uid, ec);
+  }
+}
+
+std::vector<State> SliceEnforcement::States() const {
+  std::lock_guard lock(mutex_);
+  return states_;
+}
+
+}  // namespace gpustack::enforcement
