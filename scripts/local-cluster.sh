@@ -81,6 +81,10 @@ global: {imagePullPolicy: Never}
 kueue: {enabled: false}   # the testbed runs Kueue itself, with the same configuration
 plugins:
   nodes: {$node: {example: "on"}}
+  # The simulated node's slice enforcer: the HAMi-core test double (tests/fakes/enforcement), which
+  # caps the fake libcuda the way HAMi-core caps the real one (docs/enforcement.md).
+  config:
+    nvidia: {enforcer: {hostPath: $repo/build/tests/fakes/enforcement/hami-core}}
   thirdParty:
     - name: example
       image: {repository: gpustack/gpustack-plugin-example, tag: v$example_version, pullPolicy: Never}
@@ -180,7 +184,7 @@ cmd_up() {
   {
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
     cmake --build build -j "$(nproc)" --target gpustack-operator plugins_all gpustack-plugin-install \
-      fake_vendor_libraries fixture_trees
+      fake_vendor_libraries fixture_trees test_enforcer
   } >"$dir.build.log" 2>&1
   step "building the images (scripts/images.sh)" "$dir.images.log"
   scripts/images.sh >"$dir.images.log" 2>&1

@@ -167,6 +167,13 @@ class ChartE2e(unittest.TestCase):
             done = helm("template", "x", CHART, "--set", setting, check=False)
             self.assertNotEqual(done.returncode, 0, setting)
             self.assertIn(says, done.stderr, setting)
+        # An enforcer comes from a node directory or from an image's directory, never both.
+        for enforcer in ['{"path": "/lib"}', '{"hostPath": "lib"}',
+                         '{"hostPath": "/lib", "image": {"repository": "r", "tag": "t"}, "path": "/x"}']:
+            done = helm("template", "x", CHART, "--set-json",
+                        f"plugins.config.nvidia.enforcer={enforcer}", check=False)
+            self.assertNotEqual(done.returncode, 0, enforcer)
+            self.assertIn("/plugins/config/nvidia/enforcer", done.stderr, enforcer)
         # The defaults mount no simulated hardware; selection and certificates reach the args.
         defaults = helm("template", RELEASE, CHART, "-n", NS).stdout
         self.assertNotIn("/opt/fake", defaults)
@@ -179,7 +186,10 @@ class ChartE2e(unittest.TestCase):
         self.assertIn("--webhook-certificates=cert-manager", chosen)
         self.assertIn("GPUSTACK_NVIDIA_PCI_VENDOR_ID", chosen)
         rendered = helm("template", RELEASE, CHART, "-n", NS, "-f", VALUES,
-                        "--set", "cleanupOnUninstall=true,deviceManager.networkPolicy.enabled=true").stdout
+                        "--set", "cleanupOnUninstall=true,deviceManager.networkPolicy.enabled=true",
+                        "--set-json", 'plugins.config.amd={"enforcer": {"image": {"repository": '
+                        '"example.com/vrocm", "tag": "v1"}, "path": "/vrocm"}}').stdout
+        self.assertIn("enforcer-amd", rendered)  # the copying init container and its volume
         done = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", stdin=rendered,
                        check=False)
         self.assertEqual(done.returncode, 0, done.stderr)

@@ -126,6 +126,30 @@ annotations:
 {{- end }}
 {{- end -}}
 
+{{- /* One init container per enforcer delivered as an image: it copies the image's directory
+(plugins.config.<name>.enforcer.path) into the volume the device manager stages from. The image
+needs a shell and cp. */}}
+{{- define "gpustack.enforcerCopiers" -}}
+{{- range $name, $settings := .Values.plugins.config }}
+{{- with $settings.enforcer }}
+{{- if .image }}
+- name: enforcer-{{ $name }}
+  image: {{ include "gpustack.imageOf" (dict "root" $ "image" .image) }}
+  imagePullPolicy: {{ default $.Values.global.imagePullPolicy .image.pullPolicy }}
+  command: ["/bin/sh", "-c", "cp -R \"$0\"/. /target/", {{ .path | quote }}]
+  securityContext:
+    runAsUser: 0
+    runAsNonRoot: false
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities: {drop: [ALL]}
+  volumeMounts:
+    - {name: enforcer-{{ $name }}, mountPath: /target}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{- define "gpustack.metricsAnnotations" -}}
 {{- if .root.Values.metrics.annotations }}
 prometheus.io/scrape: "true"

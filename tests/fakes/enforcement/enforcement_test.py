@@ -26,7 +26,7 @@ def alloc(mib, preload=True, budget=BUDGET, workdir=None):
     if budget:
         env["CUDA_DEVICE_MEMORY_LIMIT_0"] = budget
     if workdir:
-        env["TEST_ENFORCER_DIR"] = workdir
+        env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = os.path.join(workdir, "cudevshr.cache")
     done = subprocess.run([PROGRAM, str(mib)], env=env, capture_output=True, text=True,
                           timeout=30)
     return done.returncode, done.stdout + done.stderr
@@ -52,8 +52,8 @@ rc, out = alloc(16385, preload=False, budget=None)
 expect(rc == 3, "the fake card itself runs out past 16,384 MiB", out)
 with tempfile.TemporaryDirectory() as workdir:
     rc, out = alloc(100, workdir=workdir)
-    usage = [name for name in os.listdir(workdir) if name.startswith("usage.")]
-    expect(rc == 0 and len(usage) == 1, "the enforcer keeps its ledger in the working directory",
-           out + str(usage))
-    with open(os.path.join(workdir, usage[0])) as f:
+    cache = os.path.join(workdir, "cudevshr.cache")
+    expect(rc == 0 and os.path.exists(cache), "the enforcer keeps its ledger in the shared cache",
+           out + str(os.listdir(workdir)))
+    with open(cache) as f:
         expect(f.read().split()[1] == str(100 << 20), "the ledger says 100 MiB in use", out)

@@ -4,9 +4,10 @@
  * CUDA_DEVICE_MEMORY_LIMIT_0 ("<n>m", "<n>g" or bytes):
  *   - cuMemAlloc_v2 past the budget fails with CUDA_ERROR_OUT_OF_MEMORY, never reaching the driver;
  *   - cuMemGetInfo_v2 reports the budget as the total and what is left of it as free.
- * Without the variable it passes every call through. When TEST_ENFORCER_DIR names a directory
- * (the Pod's working directory) it writes "<pid> <used bytes>" to <dir>/usage.<pid> after each
- * allocation, as a real enforcer keeps its shared ledger there. */
+ * Without the variable it passes every call through. When CUDA_DEVICE_MEMORY_SHARED_CACHE names a
+ * file (HAMi-core's cache, which the node daemon puts in the container's own working directory)
+ * it appends "<pid> <used bytes>" to it after each allocation, as HAMi-core keeps its ledger
+ * between the container's processes there. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -31,11 +32,9 @@ static size_t budget_bytes(void) {
 static void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
 static void write_usage(void) {
-  const char* dir = getenv("TEST_ENFORCER_DIR");
-  if (dir == NULL || *dir == '\0') return;
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/usage.%d", dir, (int)getpid());
-  FILE* f = fopen(path, "w");
+  const char* path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  if (path == NULL || *path == '\0') return;
+  FILE* f = fopen(path, "a");
   if (f == NULL) return;
   fprintf(f, "%d %zu\n", (int)getpid(), used_bytes);
   fclose(f);
