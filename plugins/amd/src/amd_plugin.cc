@@ -34,6 +34,17 @@ class AmdPlugin final : public gpustack::support::RocmFamilyPlugin {
         .partition_kind = "",
         .runtime_class = "amd",  // not required: the grant injects the device nodes
         .install_hint = kInstallHint,
+        // The CU mask binds compute in ROCr itself; VRAM binds only through GPUStack's libvrocm
+        // shim, which keeps its ledger in the container's working directory. Not shipped: a
+        // node stages it from plugins.config.amd.enforcer (docs/enforcement.md).
+        .enforcer =
+            gpustack::sdk::Enforcer{
+                .name = "vrocm",
+                .files = {"libvrocm.so"},
+                .preload = {"libvrocm.so"},
+                .workdir_env = "VROCM_LEDGER_PATH",
+                .default_env = {"LIBVROCM_LOG_LEVEL=1"},
+            },
     };
     return identity;
   }

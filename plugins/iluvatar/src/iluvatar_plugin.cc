@@ -52,6 +52,17 @@ class IluvatarPlugin final : public gpustack::support::NvmlFamilyPlugin {
         .runtime_class = "iluvatar",
         .runtime_flags = GPUSTACK_RUNTIME_INJECTS_DEVICES,
         .install_hint = kInstallHint,
+        // HAMi-core unchanged: CoreX's CUDA-compatible driver API lets one build serve every
+        // card. Not shipped: plugins.config.iluvatar.enforcer (docs/enforcement.md).
+        .enforcer =
+            gpustack::sdk::Enforcer{
+                .name = "hami-core",
+                .files = {"libvgpu.so"},
+                .preload = {"libvgpu.so"},
+                .default_env = {"LIBCUDA_LOG_LEVEL=0",
+                                "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpustack/enforcer/"
+                                "cudevshr.cache"},
+            },
     };
     return identity;
   }
