@@ -161,10 +161,10 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
     State state{.manufacturer = id.manufacturer};
     if (!id.enforcer) {
       plugins_.erase(id.manufacturer);
-      state.enforced = true;
+      state.binding = Binding::kUnknown;
       state.message =
-          "the plugin's grant applies the budgets through the manufacturer's own "
-          "facility (no library enforcer)";
+          "the plugin declares no enforcer: its slices bind only where the manufacturer's "
+          "runtime or driver reads the budgets its grant writes (docs/enforcement.md)";
       states.push_back(std::move(state));
       continue;
     }
@@ -194,6 +194,7 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
       for (const sdk::Accelerator& a : group.accelerators) plugin.variant_of_card[a.id] = *variant;
     }
     plugin.staged.clear();
+    state.binding = Binding::kCountedOnly;
     if (!plugin.source) {
       state.message = "slices are counted, not enforced: the plugin's enforcer " +
                       plugin.enforcer.name + " has no source on this node (set plugins.config." +
@@ -207,19 +208,20 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
         }
       }
       if (problems.empty()) {
-        state.enforced = true;
+        state.binding = Binding::kBound;
         state.message = "enforced by " + plugin.enforcer.name + ", staged from " +
                         plugin.source->string() + " (" + plugin.source_origin + ")";
       } else {
         state.message = "slices are counted, not enforced: " + problems;
       }
     }
-    if (!state.enforced) log->warn("{}: {}", id.manufacturer, state.message);
+    if (state.binding == Binding::kCountedOnly) log->warn("{}: {}", id.manufacturer, state.message);
     states.push_back(std::move(state));
   }
   if (states != states_) {
     for (const State& s : states) {
-      if (s.enforced) Logger("enforcement")->info("{}: {}", s.manufacturer, s.message);
+      if (s.binding != Binding::kCountedOnly)
+        Logger("enforcement")->info("{}: {}", s.manufacturer, s.message);
     }
   }
   states_ = std::move(states);

@@ -1,5 +1,5 @@
 // What makes a logical slice's budgets bind inside its container (docs/behaviour.md §6.3,
-// docs/decisions.md D14). A plugin's grant carries the budgets as its enforcer's environment
+// docs/decisions.md D57). A plugin's grant carries the budgets as its enforcer's environment
 // contract; this component adds what the enforcer needs to read them:
 //   - its library files, staged from their source (the node setting `enforcer_dir`, else the
 //     plugin's package) into <data dir>/operator/lib/<manufacturer>[/<variant>], and mounted
@@ -85,12 +85,19 @@ struct Options {
   uid_t trusted_uid = ::geteuid();  // besides root, who may own an enforcer's source files
 };
 
+// Whether a manufacturer's slice budgets bind in their containers.
+enum class Binding {
+  kBound,        // its declared enforcer is staged and mounted into every slice
+  kCountedOnly,  // it declares one, and this node cannot provide it: nothing binds the budgets
+  kUnknown,      // it declares none: only its grant and the manufacturer's runtime can bind them
+};
+
 // Where one manufacturer's slices stand, for the node's Devices condition and the log.
 struct State {
   std::string manufacturer{};
   std::string enforcer{};  // the declaration's name; empty: none declared
-  bool enforced = false;   // false: slices are counted, and nothing in the container binds them
-  std::string message{};   // how, or why not
+  Binding binding = Binding::kUnknown;
+  std::string message{};  // how, or why not
   bool operator==(const State&) const = default;
 };
 

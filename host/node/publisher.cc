@@ -51,15 +51,28 @@ Json DevicesStatusJson(const runtime::NodeReport& report, const ledger::DevicesS
         {"message", not_ready.empty() ? "every enabled plugin runs and discovers" : not_ready},
         {"lastTransitionTime", now}}});
   if (!enforcement.empty()) {
-    std::string how, unbound;
+    // False when any manufacturer's slices are only counted; Unknown when one declares nothing
+    // the daemon could check; True when every one's enforcer is in place.
+    std::string bound, counted, unknown;
     for (const enforcement::State& s : enforcement) {
-      std::string& into = s.enforced ? how : unbound;
+      std::string& into = s.binding == enforcement::Binding::kBound         ? bound
+                          : s.binding == enforcement::Binding::kCountedOnly ? counted
+                                                                            : unknown;
       into += (into.empty() ? "" : "; ") + s.manufacturer + ": " + s.message;
     }
+    const bool all_bound = counted.empty() && unknown.empty();
+    std::string message = counted;
+    for (const std::string* part : {&unknown, &bound}) {
+      if (!part->empty()) message += (message.empty() ? "" : "; ") + *part;
+    }
     out["conditions"].push_back({{"type", "SlicesEnforced"},
-                                 {"status", unbound.empty() ? "True" : "False"},
-                                 {"reason", unbound.empty() ? "Enforced" : "CountedNotEnforced"},
-                                 {"message", unbound.empty() ? how : unbound},
+                                 {"status", !counted.empty() ? "False"
+                                            : all_bound      ? "True"
+                                                             : "Unknown"},
+                                 {"reason", !counted.empty() ? "CountedNotEnforced"
+                                            : all_bound      ? "Enforced"
+                                                             : "NoEnforcerDeclared"},
+                                 {"message", message},
                                  {"lastTransitionTime", now}});
   }
   return out;

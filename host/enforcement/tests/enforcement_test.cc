@@ -155,7 +155,7 @@ TEST_F(Staging, AStagedEnforcerIsMountedReadOnlyWithItsPreloadFileAndAWorkingDir
   EXPECT_EQ(Read(stage / "helper.so"), "helper");
   EXPECT_EQ(Read(stage / "ld.so.preload"), "/usr/local/gpustack/nvidia/libvgpu.so\n");
   ASSERT_EQ(enforcement.States().size(), 1u);
-  EXPECT_TRUE(enforcement.States()[0].enforced) << enforcement.States()[0].message;
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kBound) << enforcement.States()[0].message;
   EXPECT_EQ(enforcement.States()[0].enforcer, "hami-core");
 
   auto edits =
@@ -207,7 +207,7 @@ TEST_F(Staging, WithoutASourceSlicesAreCountedNotEnforcedAndTheConditionSaysHowT
   SliceEnforcement enforcement = Make();
   enforcement.Prepare({Nvidia(HamiCore())});
   ASSERT_EQ(enforcement.States().size(), 1u);
-  EXPECT_FALSE(enforcement.States()[0].enforced);
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kCountedOnly);
   EXPECT_NE(enforcement.States()[0].message.find("plugins.config.nvidia.enforcer"),
             std::string::npos)
       << enforcement.States()[0].message;
@@ -223,7 +223,7 @@ TEST_F(Staging, AMissingOrWritableByOthersSourceFileIsRefusedAndNamed) {
   SliceEnforcement enforcement = Make();
   enforcement.Prepare({WithSource(Nvidia(HamiCore()))});
   ASSERT_EQ(enforcement.States().size(), 1u);
-  EXPECT_FALSE(enforcement.States()[0].enforced);
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kCountedOnly);
   EXPECT_NE(enforcement.States()[0].message.find("helper.so"), std::string::npos)
       << enforcement.States()[0].message;
   auto edits =
@@ -233,7 +233,7 @@ TEST_F(Staging, AMissingOrWritableByOthersSourceFileIsRefusedAndNamed) {
 
   Write(source_ / "helper.so", "helper", fs::perms(0777));
   enforcement.Prepare({WithSource(Nvidia(HamiCore()))});
-  EXPECT_FALSE(enforcement.States()[0].enforced);
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kCountedOnly);
   EXPECT_NE(enforcement.States()[0].message.find("not trusted"), std::string::npos)
       << enforcement.States()[0].message;
 }
@@ -246,25 +246,25 @@ TEST_F(Staging, ThePackagesOwnDirectoryIsTheSourceWhenNoSettingGivesOne) {
   Write(root_ / "plugins/enforcer/helper.so", "packaged helper");
   SliceEnforcement enforcement = Make();
   enforcement.Prepare({Nvidia(e)});
-  ASSERT_TRUE(enforcement.States()[0].enforced) << enforcement.States()[0].message;
+  ASSERT_EQ(enforcement.States()[0].binding, Binding::kBound) << enforcement.States()[0].message;
   EXPECT_EQ(Read(root_ / "data/operator/lib/nvidia/libvgpu.so"), "packaged");
 }
 
 TEST_F(Staging, ARuntimeVersionWithoutAMajorLeavesThoseCardsUnenforcedAndSaysWhy) {
   SliceEnforcement enforcement = Make();
   enforcement.Prepare({WithSource(Nvidia(HamiCore(), "unknown"))});
-  EXPECT_FALSE(enforcement.States()[0].enforced);
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kCountedOnly);
   EXPECT_NE(enforcement.States()[0].message.find("\"unknown\""), std::string::npos);
 }
 
-TEST_F(Staging, APluginWithoutADeclarationIsEnforcedByItsGrantAndOneWithoutSlicesIsNotListed) {
+TEST_F(Staging, APluginWithoutADeclarationIsUnknownAndOneWithoutSlicesIsNotListed) {
   SliceEnforcement enforcement = Make();
   runtime::PluginStatus whole = Nvidia(std::nullopt);
   whole.identity->manufacturer = "amd";
   whole.identity->capabilities = GPUSTACK_CAP_SHARED;
   enforcement.Prepare({Nvidia(std::nullopt), whole});
   ASSERT_EQ(enforcement.States().size(), 1u);
-  EXPECT_TRUE(enforcement.States()[0].enforced);
+  EXPECT_EQ(enforcement.States()[0].binding, Binding::kUnknown);
   auto edits =
       enforcement.EditsForSlice("nvidia", "GPU-0", PodWith({{"name", "main"}}), "main", {});
   ASSERT_TRUE(edits);

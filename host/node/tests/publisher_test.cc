@@ -55,28 +55,30 @@ TEST(DevicesStatus, TwoPluginsRefusedForOneVendorSayHowToKeepOne) {
 }
 
 TEST(DevicesStatus, SlicesCountedButNotEnforcedSaySoAndWhy) {
+  using enforcement::Binding;
   runtime::NodeReport report;
   report.plugins = {Running("nvidia"), Running("mthreads")};
   EXPECT_EQ(DevicesStatusJson(report, {}, "")["conditions"].size(), 1u);  // nobody slices
   std::vector<enforcement::State> states = {
       {.manufacturer = "nvidia",
        .enforcer = "hami-core",
-       .enforced = false,
+       .binding = Binding::kCountedOnly,
        .message = "slices are counted, not enforced: no source"},
-      {.manufacturer = "mthreads", .enforcer = "", .enforced = true, .message = "the grant"}};
-  Json status = DevicesStatusJson(report, {}, "", states);
-  ASSERT_EQ(status["conditions"].size(), 2u);
-  EXPECT_EQ(status["conditions"][1]["type"], "SlicesEnforced");
-  EXPECT_EQ(status["conditions"][1]["status"], "False");
-  EXPECT_EQ(status["conditions"][1]["reason"], "CountedNotEnforced");
-  EXPECT_EQ(status["conditions"][1]["message"],
-            "nvidia: slices are counted, not enforced: no source");
-  states[0].enforced = true;
+      {.manufacturer = "mthreads", .enforcer = "", .binding = Binding::kUnknown, .message = "?"}};
+  auto condition = [&] { return DevicesStatusJson(report, {}, "", states)["conditions"][1]; };
+  EXPECT_EQ(condition()["type"], "SlicesEnforced");
+  EXPECT_EQ(condition()["status"], "False");
+  EXPECT_EQ(condition()["reason"], "CountedNotEnforced");
+  EXPECT_EQ(condition()["message"],
+            "nvidia: slices are counted, not enforced: no source; mthreads: ?");
+  states[0].binding = Binding::kBound;
   states[0].message = "enforced by hami-core";
-  status = DevicesStatusJson(report, {}, "", states);
-  EXPECT_EQ(status["conditions"][1]["status"], "True");
-  EXPECT_EQ(status["conditions"][1]["message"],
-            "nvidia: enforced by hami-core; mthreads: the grant");
+  EXPECT_EQ(condition()["status"], "Unknown");  // mthreads declares nothing the daemon can check
+  EXPECT_EQ(condition()["reason"], "NoEnforcerDeclared");
+  EXPECT_EQ(condition()["message"], "mthreads: ?; nvidia: enforced by hami-core");
+  states.pop_back();
+  EXPECT_EQ(condition()["status"], "True");
+  EXPECT_EQ(condition()["reason"], "Enforced");
 }
 
 }  // namespace
