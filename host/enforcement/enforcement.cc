@@ -304,7 +304,9 @@ Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
                      "'s enforcer: " + ec.message(),
                  Code::kUnavailable};
   }
-  // Nobody but the container's user may look in; the image's user is unknown until it runs.
+  // Nobody but the container's user may look in; the image's user is unknown until it runs, so
+  // the directories above it may be crossed but not listed.
+  fs::permissions(workdir.parent_path().parent_path(), fs::perms(0711), ec);
   fs::permissions(workdir.parent_path(), fs::perms(0711), ec);
   if (auto run_as = RunAsOf(pod, container)) {
     if (::chown(workdir.c_str(), run_as->uid, run_as->gid.value_or(static_cast<gid_t>(-1))) != 0) {

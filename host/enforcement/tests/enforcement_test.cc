@@ -177,6 +177,8 @@ TEST_F(Staging, AStagedEnforcerIsMountedReadOnlyWithItsPreloadFileAndAWorkingDir
   EXPECT_TRUE(fs::is_directory(workdir));
   EXPECT_EQ(fs::status(workdir).permissions() & fs::perms::all, fs::perms(0777));
   EXPECT_EQ(fs::status(workdir.parent_path()).permissions() & fs::perms::all, fs::perms(0711));
+  EXPECT_EQ(fs::status(root_ / "data/operator/pods").permissions() & fs::perms::all,
+            fs::perms(0711));
   int env = 0;
   for (const auto& e : *edits) env += e.kind == GPUSTACK_EDIT_ENV ? 1 : 0;
   EXPECT_EQ(env, 2);  // the two defaults; no workdir_env declared
