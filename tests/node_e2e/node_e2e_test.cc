@@ -89,6 +89,7 @@ class Daemon {
         std::string("GPUSTACK_AMD_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/librocm_smi64.so",
         "GPUSTACK_FAKE_NVML_EVENTS=" + EventsPath(),
         "GPUSTACK_STATE_DIR=" + e2e + "/state",
+        "GPUSTACK_DATA_DIR=" + e2e + "/data",  // enforcers and working directories
         "KUBECONFIG=" + testing::TestbedDir() + "/kubeconfig",
         "PATH=/usr/bin:/bin"};
     process_ = std::make_unique<testing::Process>(std::move(args), std::move(env), log);
