@@ -195,10 +195,53 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
     }
     plugin.staged.clear();
     state.binding = Binding::kCountedOnly;
-    if (!plugin.source) {
-      state.message = "slices are counted, not enforced: the plugin's enforcer " +
-                      plugin.enforcer.name + " has no source on this node (set plugins.config." +
-                      id.manufacturer + ".enforcer, docs/enforcement.md)";
+    // What binds them: the library, MPS (NVIDIA's own facility) or nothing.
+    auto setting = [&](const char* key) {
+      auto it = status.settings.find(key);
+      return it == status.settings.end() ? std::string() : it->second;
+    };
+    auto wanted = ParseSlicing(setting(kSlicingSetting));
+    const bool nvidia = id.manufacturer == "nvidia";
+    const auto control = nvidia ? FindMpsControl(setting(kMpsControlSetting)) : std::nullopt;
+    plugin.slicing = wanted
+                         ? ResolveSlicing(*wanted, plugin.source.has_value(), control.has_value())
+                         : Slicing::kNone;
+    if (plugin.slicing != Slicing::kMps) plugin.mps.reset();
+    if (!wanted) {
+      state.message = "slices are counted, not enforced: the node setting " +
+                      std::string(kSlicingSetting) + " is wrong: " + wanted.error();
+    } else if (plugin.slicing == Slicing::kNone) {
+      state.message = *wanted == Slicing::kNone
+                          ? "slices are counted, not enforced: the node setting slicing is none"
+                          : "slices are counted, not enforced: the plugin's enforcer " +
+                                plugin.enforcer.name +
+                                " has no source on this node (set plugins.config." +
+                                id.manufacturer + ".enforcer, docs/enforcement.md)" +
+                                (nvidia ? ", and MPS's nvidia-cuda-mps-control is not here" : "");
+    } else if (plugin.slicing == Slicing::kMps) {
+      if (!nvidia || !control) {
+        state.message =
+            "slices are counted, not enforced: slicing is mps, and " +
+            std::string(nvidia ? "nvidia-cuda-mps-control is not here" +
+                                     (setting(kMpsControlSetting).empty()
+                                          ? std::string()
+                                          : " (mps_control " + setting(kMpsControlSetting) + ")")
+                               : "MPS is NVIDIA's");
+        plugin.slicing = Slicing::kNone;
+      } else {
+        if (!plugin.mps || plugin.mps->control() != *control)
+          plugin.mps.emplace(*control, options_.data_dir);
+        state.binding = Binding::kBound;
+        state.message = "enforced by NVIDIA MPS (" + control->string() +
+                        "): one control daemon per card that holds slices";
+      }
+    } else if (!plugin.source) {
+      state.message =
+          "slices are counted, not enforced: slicing is preload, and the plugin's "
+          "enforcer " +
+          plugin.enforcer.name + " has no source on this node (set plugins.config." +
+          id.manufacturer + ".enforcer, docs/enforcement.md)";
+      plugin.slicing = Slicing::kNone;
     } else {
       for (const std::string& variant : variants) {
         if (Status staged = Stage(id.manufacturer, plugin, variant); !staged) {
@@ -215,13 +258,15 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
         state.message = "slices are counted, not enforced: " + problems;
       }
     }
-    if (state.binding == Binding::kCountedOnly) log->warn("{}: {}", id.manufacturer, state.message);
     states.push_back(std::move(state));
   }
-  if (states != states_) {
+  if (states != states_) {  // said once per change, not every discovery pass
     for (const State& s : states) {
-      if (s.binding != Binding::kCountedOnly)
-        Logger("enforcement")->info("{}: {}", s.manufacturer, s.message);
+      if (s.binding == Binding::kCountedOnly) {
+        log->warn("{}: {}", s.manufacturer, s.message);
+      } else {
+        log->info("{}: {}", s.manufacturer, s.message);
+      }
     }
   }
   states_ = std::move(states);
@@ -268,11 +313,33 @@ Status SliceEnforcement::Stage(const std::string& manufacturer, const Plugin& pl
 
 Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
     const std::string& manufacturer, const std::string& accelerator_id, const Json& pod,
-    const std::string& container, const std::vector<sdk::ContainerEdit>& granted) {
+    const std::string& container, const std::vector<sdk::ContainerEdit>& granted,
+    SliceBudget budget) {
   std::lock_guard lock(mutex_);
   auto it = plugins_.find(manufacturer);
   if (it == plugins_.end()) return std::vector<sdk::ContainerEdit>{};
-  const Plugin& plugin = it->second;
+  Plugin& plugin = it->second;
+  if (plugin.slicing == Slicing::kMps && plugin.mps) {
+    // MPS clients reach the server through the pipe directory and shared memory in the host's
+    // IPC namespace: a Pod without it would run unbounded.
+    if (!pod.contains("spec") || !pod["spec"].value("hostIPC", false)) {
+      return Error{"this node binds " + manufacturer +
+                       " slices with MPS, whose clients need the host's IPC namespace: set "
+                       "spec.hostIPC: true on the Pod (docs/enforcement.md)",
+                   Code::kFailedPrecondition};
+    }
+    if (Status started = plugin.mps->Ensure(accelerator_id); !started) {
+      return Error{started.error(), Code::kUnavailable};
+    }
+    std::vector<sdk::ContainerEdit> edits = {
+        {.kind = GPUSTACK_EDIT_MOUNT,
+         .host_path = HostPathOf(plugin.mps->PipeDir(accelerator_id)).string(),
+         .container_path = kMpsPipeMount,
+         .read_only = false}};
+    for (sdk::ContainerEdit& e : MpsEnv(budget.memory_mib, budget.cores_percentage))
+      edits.push_back(std::move(e));
+    return edits;
+  }
   const std::string uid = pod["metadata"].value("uid", "");
   if (!SafeComponent(uid) || !SafeComponent(container)) {
     return Error{"pod uid \"" + uid + "\" or container \"" + container +
@@ -360,6 +427,23 @@ void SliceEnforcement::Forget(const std::set<std::string>& pod_uids) {
     if (!SafeComponent(uid)) continue;
     std::error_code ec;
     fs::remove_all(options_.data_dir / "operator" / "pods" / uid, ec);
+  }
+}
+
+void SliceEnforcement::SyncMps(
+    const std::function<std::map<std::string, std::set<std::string>>()>& sliced_cards) {
+  std::lock_guard lock(mutex_);
+  bool any = false;
+  for (const auto& [manufacturer, plugin] : plugins_) any |= plugin.mps.has_value();
+  if (!any) return;
+  const auto cards = sliced_cards();
+  for (auto& [manufacturer, plugin] : plugins_) {
+    if (!plugin.mps) continue;
+    auto it = cards.find(manufacturer);
+    for (const std::string& problem :
+         plugin.mps->Sync(it == cards.end() ? std::set<std::string>{} : it->second)) {
+      Logger("enforcement")->warn("MPS: {}", problem);
+    }
   }
 }
 

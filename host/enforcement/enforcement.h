@@ -32,6 +32,7 @@
 
 #include "host/common/files.h"
 #include "host/common/result.h"
+#include "host/enforcement/mps.h"
 #include "host/runtime/node_runtime.h"
 
 namespace gpustack::enforcement {
@@ -101,6 +102,12 @@ struct State {
   bool operator==(const State&) const = default;
 };
 
+// A slice's budgets, as the allocator granted them.
+struct SliceBudget {
+  uint64_t memory_mib = 0;
+  uint32_t cores_percentage = 0;
+};
+
 class SliceEnforcement {
  public:
   explicit SliceEnforcement(Options options);
@@ -115,9 +122,19 @@ class SliceEnforcement {
   // (created now), and the default env. Nothing for a manufacturer whose plugin declares no
   // enforcer. An error when the working directory cannot be made: a slice the daemon cannot
   // bind is refused rather than run unbounded.
+  // Under MPS instead: the card's control daemon (started now unless it runs), its pipe
+  // directory and MPS's budget variables from `budget` (the Pod must share the host's IPC
+  // namespace with the MPS server: refused otherwise).
   Result<std::vector<sdk::ContainerEdit>> EditsForSlice(
       const std::string& manufacturer, const std::string& accelerator_id, const Json& pod,
-      const std::string& container, const std::vector<sdk::ContainerEdit>& granted);
+      const std::string& container, const std::vector<sdk::ContainerEdit>& granted,
+      SliceBudget budget = SliceBudget());
+
+  // Runs an MPS control daemon on exactly the cards `sliced_cards` names (by manufacturer) for
+  // the plugins whose slices MPS binds: the first slice on a card started one, and this stops it
+  // once the last is gone; after a restart it adopts the running ones. Called with the node's
+  // lock order (this component's lock, then the ledger's inside `sliced_cards`).
+  void SyncMps(const std::function<std::map<std::string, std::set<std::string>>()>& sliced_cards);
 
   // Removes the working directories of every Pod `keep` says no to (by uid); how many went.
   // The daemon keeps the Pods of a fresh list and those holding an allocation.
@@ -132,6 +149,8 @@ class SliceEnforcement {
  private:
   struct Plugin {
     client::EnforcerDeclaration enforcer;
+    Slicing slicing = Slicing::kNone;             // resolved: preload, mps or none
+    std::optional<MpsDaemons> mps;                // with Slicing::kMps
     std::optional<std::filesystem::path> source;  // none: nothing to stage
     std::string source_origin;                    // "node setting enforcer_dir", "its package"
     std::map<std::string, std::string> variant_of_card;  // accelerator id -> variant

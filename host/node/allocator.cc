@@ -488,8 +488,12 @@ Result<AllocateResult> Allocator::AllocateLocked(
   }
   const ledger::Charge& first = reserved->allocation.charges.front();
   if (first.mode == Mode::kSliced && enforcement_ != nullptr) {
-    auto enforced = enforcement_->EditsForSlice(resource.manufacturer, first.accelerator_id,
-                                                *reserved->pod, reserved->owner.container, *edits);
+    const enforcement::SliceBudget budget{
+        SliceBudgetMib(reserved->request, reserved->card_memory_mib),
+        reserved->request.cores_percentage};
+    auto enforced =
+        enforcement_->EditsForSlice(resource.manufacturer, first.accelerator_id, *reserved->pod,
+                                    reserved->owner.container, *edits, budget);
     if (!enforced) {
       GiveBack(reserved->owner);
       return enforced.failure();

@@ -184,6 +184,7 @@ class Daemon {
         const size_t restored = allocator_.Restore(*listed);
         allocator_.Reconcile(*listed, listed_at);
         ReclaimWorkdirs(*listed);
+        SyncMps();
         log_->info("ledger rebuilt from {} pod(s): {} allocation(s) restored", listed->size(),
                    restored);
         return true;
@@ -392,12 +393,14 @@ class Daemon {
             options_.node_name);
         return kPluginLabelsChanged;
       }
-      allocator_.ReleaseDeleted(gone);
+      const bool released = allocator_.ReleaseDeleted(gone);
       enforcement_.Forget(gone);
       if (pods_changed_.exchange(false)) {
         std::vector<Json> cached;
         for (const kube::ObjectPtr& pod : pod_informer_->List()) cached.push_back(*pod);
-        allocator_.Reconcile(cached, std::nullopt);
+        if (allocator_.Reconcile(cached, std::nullopt) || released) SyncMps();
+      } else if (released) {
+        SyncMps();
       }
       RunDueWork(std::chrono::steady_clock::now());
       if (dirty_.exchange(false)) Publish();
@@ -432,6 +435,7 @@ class Daemon {
       if (auto listed = pods_.PodsOnNode()) {
         allocator_.Reconcile(*listed, listed_at);
         ReclaimWorkdirs(*listed);
+        SyncMps();
       } else {
         log_->warn("cannot list the pods on node {}: {}", options_.node_name, listed.error());
       }
@@ -441,6 +445,27 @@ class Daemon {
 
   // Removes the enforcers' working directories of Pods that are gone: neither in `listed` (a fresh
   // list) nor holding an allocation (a Pod newer than the list holds one from its Allocate on).
+  // MPS control daemons on exactly the cards that hold slices (where MPS binds them).
+  void SyncMps() {
+    enforcement_.SyncMps([this] {
+      return runtime_.WithLedger([](ledger::NodeLedger& ledger) {
+        std::map<std::string, std::set<std::string>> cards;
+        for (const auto& [owner, allocation] : ledger.allocations()) {
+          for (const ledger::Charge& charge : allocation.charges) {
+            if (charge.mode != ledger::Mode::kSliced) continue;
+            for (const ledger::Group& group : ledger.spec().groups) {
+              for (const ledger::Accelerator& card : group.accelerators) {
+                if (card.id == charge.accelerator_id)
+                  cards[group.manufacturer].insert(charge.accelerator_id);
+              }
+            }
+          }
+        }
+        return cards;
+      });
+    });
+  }
+
   void ReclaimWorkdirs(const std::vector<Json>& listed) {
     std::set<std::string> live;
     for (const Json& pod : listed) live.insert(StringAt(pod, {"metadata", "uid"}));
