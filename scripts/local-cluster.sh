@@ -118,6 +118,9 @@ deviceManager:
     - *api-port
     - *log-level
     - {name: GPUSTACK_NVIDIA_LIBRARY, value: /opt/fake/vendor/libnvidia-ml.so.1}
+    # CDI where the node allows; the test node's containerd (Debian's 1.6) has none, and the
+    # device manager's log says so.
+    - {name: GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY, value: auto}
     - {name: GPUSTACK_FAKE_FIXTURE, value: /opt/fake/nodes/$node_fixture.json}
     - {name: GPUSTACK_SYSFS_ROOT, value: /opt/fake/sys}
     # The processes on the simulated cards: $dir/fake-processes/processes.json, which a test

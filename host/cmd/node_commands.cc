@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "host/cmd/command.h"
+#include "host/common/json_path.h"
 #include "host/common/text.h"
 #include "host/common/yaml.h"
 #include "host/device_manager/detect.h"
@@ -273,14 +274,21 @@ struct ServeCommand {
     if (!client) return kBadInput;
     // The Node's plugins.gpustack.ai/<name> labels turn plugins on or off here; a change to them
     // later restarts the daemon (RunDaemon), which then reads them again.
-    auto labels = node::PluginLabelsOf(*client, options.node_name);
-    if (!labels) {
+    auto node_object = client->Get(kube::resources::Nodes(), "", options.node_name);
+    if (!node_object) {
       std::cerr << "error: cannot read node " << options.node_name << ": "
-                << Printable(labels.error()) << "\n";
+                << Printable(node_object.error()) << "\n";
       return 1;
     }
-    options.plugin_labels = *labels;
-    const auto from_labels = runtime::EnableOverridesFromLabels(*labels);
+    const auto labels = node::PluginLabelsOf(*node_object);
+    options.plugin_labels = labels;
+    // The engine that CDI injection depends on (docs/behaviour.md §6.3).
+    options.engine.runtime_version =
+        StringAt(*node_object, {"status", "nodeInfo", "containerRuntimeVersion"});
+    const std::string containerd_dir = Env("GPUSTACK_CONTAINERD_CONFIG_DIR");
+    cdi::ReadContainerdConfigDir(containerd_dir.empty() ? "/etc/containerd" : containerd_dir,
+                                 options.engine);
+    const auto from_labels = runtime::EnableOverridesFromLabels(labels);
     for (const std::string& problem : from_labels.problems)
       std::cerr << "warning: " << problem << "\n";
     node.options.label_overrides = from_labels.overrides;
@@ -290,6 +298,15 @@ struct ServeCommand {
       return kBadInput;
     }
     ReportProblems((*runtime)->Report());
+    std::vector<std::string> manufacturers;
+    for (const runtime::PluginIdentity& id : (*runtime)->RunningIdentities())
+      manufacturers.push_back(id.manufacturer);
+    auto strategies = cdi::Injector::StrategiesFromEnv(manufacturers, Env);
+    if (!strategies) {
+      std::cerr << "error: " << Printable(strategies.error()) << "\n";
+      return kBadInput;
+    }
+    options.injection = *strategies;
     return node::RunDaemon(**runtime, *client, options, StopRequested());
   }
 

@@ -118,6 +118,7 @@ Allocator::Allocator(runtime::NodeRuntime& runtime, PodDirectory& pods, Allocato
   for (const runtime::PluginIdentity& id : runtime_.RunningIdentities()) {
     kinds_.push_back({id.manufacturer, id.base_resource_name, id.partition_kind});
     if (id.Has(GPUSTACK_CAP_SLICE_OBJECTS)) slice_objects_.insert(id.manufacturer);
+    cdi_kinds_[id.manufacturer] = {id.base_resource_name, id.runtime_class};
   }
 }
 
@@ -499,6 +500,23 @@ Result<AllocateResult> Allocator::AllocateLocked(
       return enforced.failure();
     }
     edits->insert(edits->end(), enforced->begin(), enforced->end());
+  }
+  if (injector_ != nullptr) {
+    // The cards as CDI devices, where the strategy and the node allow (docs/behaviour.md §6.3).
+    const auto& [kind, runtime_class] = cdi_kinds_[resource.manufacturer];
+    cdi::Grant grant{
+        .kind = kind,
+        .partition = first.mode == Mode::kPartitioned,
+        .pod_names_runtime_class = !StringAt(*reserved->pod, {"spec", "runtimeClassName"}).empty(),
+        .vendor_runtime = runtime_class};
+    for (const ledger::Charge& charge : reserved->allocation.charges)
+      grant.cards.push_back(charge.accelerator_id);
+    auto outcome = injector_->ForGrant(resource.manufacturer, grant);
+    if (outcome.annotation) {
+      edits->push_back({.kind = GPUSTACK_EDIT_ANNOTATION,
+                        .key = outcome.annotation->first,
+                        .value = outcome.annotation->second});
+    }
   }
   Logger("allocator")
       ->info("pod {} container {}: {} on {}", PodKey(*reserved->pod), reserved->owner.container,

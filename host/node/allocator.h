@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "host/cdi/cdi.h"
 #include "host/common/result.h"
 #include "host/enforcement/enforcement.h"
 #include "host/ledger/ledger.h"
@@ -122,6 +123,8 @@ class Allocator {
   // What makes a slice's budgets bind in its container (the daemon's; none in most tests): its
   // edits join every sliced grant, and a slice it cannot serve is refused.
   void set_enforcement(enforcement::SliceEnforcement* enforcement) { enforcement_ = enforcement; }
+  // How cards reach containers (the daemon's; none: the plugins' visible-devices variables).
+  void set_injector(cdi::Injector* injector) { injector_ = injector; }
 
   // Called (outside every lock) after the ledger changed: tokens and status are stale.
   void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
@@ -199,6 +202,9 @@ class Allocator {
   std::atomic<uint64_t> chosen_honoured_{0}, chosen_refused_{0};
   std::function<void()> on_change_;
   enforcement::SliceEnforcement* enforcement_ = nullptr;
+  cdi::Injector* injector_ = nullptr;
+  // The CDI kind (base resource) and runtime handler of each running plugin.
+  std::map<std::string, std::pair<std::string, std::string>> cdi_kinds_;
 
   std::mutex mutex_;  // identify -> fit -> reserve; the ledger's own mutex is taken inside
   std::map<ledger::Owner, std::chrono::steady_clock::time_point> reserved_at_;

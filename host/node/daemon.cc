@@ -115,6 +115,7 @@ class Daemon {
         log_(Logger("daemon")),
         pods_(client, options.node_name, options.pod_resources_socket),
         enforcement_(options.enforcement),
+        injector_(options.injection, options.engine),
         allocator_(runtime, pods_, options.allocator),
         board_(runtime, ServedResources()),
         publisher_(client, options.node_name) {}
@@ -126,6 +127,7 @@ class Daemon {
 
   int Run() {
     allocator_.set_enforcement(&enforcement_);
+    allocator_.set_injector(&injector_);
     enforcement_.Prepare(runtime_.Report().plugins);
     if (!RebuildLedger()) return 0;
     board_.Refresh();
@@ -503,6 +505,7 @@ class Daemon {
   std::shared_ptr<spdlog::logger> log_;
   KubePodDirectory pods_;
   enforcement::SliceEnforcement enforcement_;
+  cdi::Injector injector_;
   Allocator allocator_;
   TokenBoard board_;
   Publisher publisher_;

@@ -46,6 +46,10 @@ struct DaemonOptions {
   // Where enforcer libraries are staged and working directories made (--data-dir), and where the
   // kubelet finds them (--host-data-dir): mount sources are host paths.
   enforcement::Options enforcement;
+  // How each manufacturer's cards reach containers (GPUSTACK_<MFR>_DEVICE_INJECTION_STRATEGY),
+  // and the container engine as read at start (the Node's runtime version, containerd's config).
+  std::map<std::string, cdi::Strategy> injection;
+  cdi::Engine engine;
   // The Node's plugins.gpustack.ai/ labels the plugins were enabled with: when the Node's change,
   // the daemon stops (status kPluginLabelsChanged) for its Pod to restart and apply them.
   std::map<std::string, std::string> plugin_labels;

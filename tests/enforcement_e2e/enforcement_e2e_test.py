@@ -13,6 +13,8 @@ through a fake libcuda.so.1:
     out of memory, cuMemGetInfo reports the budget; /etc/ld.so.preload names the staged library;
   - each Pod's working directory holds only its own ledger, on the host and in the container;
   - a container's own env wins over the enforcer's default (LIBCUDA_LOG_LEVEL);
+  - GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY=auto keeps the visible-devices variable on the test
+    node's containerd 1.6, and the device manager's log says why;
   - a deleted Pod's working directory goes; one deleted while the node daemon was down goes when
     it starts again, and a running Pod's stays.
 """
@@ -46,6 +48,7 @@ cuda_alloc $((B + 1)); echo "over_rc=$?"
 echo "preload=$(cat /etc/ld.so.preload)"
 echo "workdir=" $(ls -A /var/run/gpustack/enforcer)
 echo "loglevel=$LIBCUDA_LOG_LEVEL"
+echo "visible=$NVIDIA_VISIBLE_DEVICES"
 echo "done"
 exec sleep 3600
 """
@@ -171,6 +174,19 @@ class Enforcement(unittest.TestCase):
         self.assertEqual(reports["enforced-b"]["loglevel"], "4")  # the container's own wins
         logs = kubectl("logs", "-n", NS, "enforced-a").stdout
         self.assertIn(f"total_mib={int(reports['enforced-a']['budget'])}", logs)
+        # GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY=auto on Debian's containerd 1.6: the variable,
+        # and the device manager says why.
+        for name, report in reports.items():
+            self.assertTrue(report["visible"].startswith("GPU-"), report)
+        pod = get("pod", "-n", NS, "enforced-a")
+        self.assertFalse([k for k in pod["metadata"].get("annotations", {})
+                          if k.startswith("cdi.k8s.io/")])
+        logs = kubectl("logs", "-n", "gpustack-system", "-l",
+                       "app.kubernetes.io/component=device-manager", "--tail=-1").stdout
+        self.assertIn("nvidia: cards reach containers through the visible-devices variable: "
+                      "containerd 1.6 has no CDI (GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY=auto)",
+                      logs)
+
         # On the host: one directory per Pod, each holding only its own Pod's ledger (one line:
         # the allocation under the budget; the refused one never reached the card).
         for name, uid in uids.items():

@@ -261,6 +261,40 @@ TEST(AllocatorEnforcement, ASliceGetsItsEnforcerAndAWorkingDirectoryOrIsRefused)
   fs::remove_all(root);
 }
 
+// GPUSTACK_<MFR>_DEVICE_INJECTION_STRATEGY=auto on a CDI-capable engine whose specs name the
+// card: the grant carries the CDI annotation; a Pod naming a RuntimeClass keeps the variable.
+TEST_F(AllocatorTest, AutoInjectionNamesTheCardsAsCdiDevicesWhereTheNodeAllows) {
+  namespace fs = std::filesystem;
+  const fs::path specs =
+      fs::temp_directory_path() / ("allocator-cdi-" + std::to_string(::getpid()));
+  fs::create_directories(specs);
+  std::ofstream(specs / "acme.yaml")
+      << "kind: acme.example.com/accel\ndevices: [{name: acme-card-0}, {name: acme-card-1}]\n";
+  cdi::Engine engine{.runtime_version = "containerd://2.4.2"};
+  cdi::ReadContainerdConfig("version = 3\n", engine);
+  cdi::Injector injector({{"acme", cdi::Strategy::kAuto}}, engine, {specs});
+  allocator_->set_injector(&injector);
+  auto annotations = [](const AllocateResult& result) {
+    std::map<std::string, std::string> out;
+    for (const sdk::ContainerEdit& e : result.edits)
+      if (e.kind == GPUSTACK_EDIT_ANNOTATION) out[e.key] = e.value;
+    return out;
+  };
+  pods_.Add("cdi", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  auto cdi = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                  Tokens(ledger::Mode::kExclusive, 0, 1));
+  ASSERT_TRUE(cdi) << cdi.error();
+  EXPECT_EQ(annotations(*cdi)["cdi.k8s.io/gpustack-acme"], "acme.example.com/accel=acme-card-0");
+  Json& runtime_class =
+      pods_.Add("runtime-class", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:01Z");
+  runtime_class["spec"]["runtimeClassName"] = "acme";
+  auto variable = allocator_->Allocate(served_[ledger::Mode::kExclusive],
+                                       Tokens(ledger::Mode::kExclusive, 1, 1));
+  ASSERT_TRUE(variable) << variable.error();
+  EXPECT_TRUE(annotations(*variable).empty());
+  fs::remove_all(specs);
+}
+
 TEST_F(AllocatorTest, ForeignDeviceIdsAreRefused) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   auto result = allocator_->Allocate(served_[ledger::Mode::kExclusive], {"GPU-1234"});
