@@ -308,7 +308,13 @@ Status SliceEnforcement::Stage(const std::string& manufacturer, const Plugin& pl
     Logger("enforcement")
         ->info("{}: staged {} into {}", manufacturer, source.string(), to.string());
   }
-  return WriteAtomically(to / "ld.so.preload", PreloadText(manufacturer, e), fs::perms(0644));
+  // Rewritten only when it changes: running containers hold the file they were given.
+  const std::string preload = PreloadText(manufacturer, e);
+  if (auto current = ReadSmallFile(to / "ld.so.preload", 1 << 20, "preload file");
+      current && *current == preload) {
+    return Ok{};
+  }
+  return WriteAtomically(to / "ld.so.preload", preload, fs::perms(0644));
 }
 
 Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(

@@ -198,8 +198,13 @@ TEST_F(Staging, AChangedSourceIsStagedAgainAndAnUnchangedOneIsLeftAlone) {
   enforcement.Prepare({plugin});
   const fs::path staged = root_ / "data/operator/lib/nvidia/cuda-12/libvgpu.so";
   const auto first = fs::last_write_time(staged);
+  struct stat before {
+  }, after{};
+  ASSERT_EQ(::stat((staged.parent_path() / "ld.so.preload").c_str(), &before), 0);
   enforcement.Prepare({plugin});
   EXPECT_EQ(fs::last_write_time(staged), first);
+  ASSERT_EQ(::stat((staged.parent_path() / "ld.so.preload").c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);  // the file running containers hold is left alone
   Write(source_ / "libvgpu.so", "a newer build");
   enforcement.Prepare({plugin});
   EXPECT_EQ(Read(staged), "a newer build");
