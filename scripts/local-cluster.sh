@@ -72,6 +72,11 @@ print(" ".join(str(s.getsockname()[1]) for s in held))')
 cards = json.load(open(sys.argv[1]))["nvml"]["devices"]
 print(json.dumps({c["uuid"]: [] for c in cards}))' "tests/fixtures/nodes/$node_fixture.json" \
       >"$dir/fake-processes/processes.json"
+  # A node on containerd 2 (kubelet.sh, GPUSTACK_TESTBED_CONTAINERD2) keeps its config here: the
+  # device manager reads it for CDI injection's auto rules.
+  local containerd_dir="  # containerd's config: the host's /etc/containerd"
+  [ ! -f "$dir/node/containerd/config.toml" ] ||
+    containerd_dir="  containerdConfigDir: $dir/node/containerd"
   local example_version
   example_version=$(sed -n 's/^project(gpustack_example_plugin VERSION \([0-9.]*\).*/\1/p' \
     sdk/examples/example/CMakeLists.txt)
@@ -112,6 +117,7 @@ deviceManager:
   securePort: $dm_port
   podResourcesSocket: $dir/node/kubelet/pod-resources/kubelet.sock
   dataDir: $dir/node/gpustack
+$containerd_dir
   affinity: *real-node
   env:
     - *api-host

@@ -21,7 +21,7 @@ run_suite() {
 echo "== control-plane binaries for the integration tests (built once, then cached) =="
 command -v go >/dev/null || { echo "test.sh: Go 1.26 is needed to build the test control plane" >&2; exit 1; }
 started=$SECONDS
-scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm
+scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm containerd
 echo "control-plane binaries ready in $((SECONDS - started)) s"
 
 echo "== normal build =="

@@ -6,7 +6,7 @@
 # Prints the bin directory of each project built. Idempotent; safe to interrupt (a build only
 # counts once its .complete marker exists).
 #
-#   scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm
+#   scripts/testbed/build-tools.sh etcd kubernetes kube-proxy kwok kueue helm containerd
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cache=${GPUSTACK_TESTBED_CACHE:-$HOME/.cache/gpustack-testbed}
@@ -69,6 +69,17 @@ recipe_kueue() {
   cp -r "$dir/config/components/crd/bases" "$1/../share/kueue/crd"
   cp "$dir/config/components/webhook/manifests.yaml" "$1/../share/kueue/webhooks.yaml"
   chmod -R u+w "$1/../share/kueue"
+}
+
+# containerd 2 and its runc shim, for the node configuration with CDI (kubelet.sh,
+# GPUSTACK_TESTBED_CONTAINERD); no cgo, so no btrfs, devmapper or zfs snapshotters.
+recipe_containerd() {
+  local version
+  version=$(module_version github.com/containerd/containerd/v2)
+  go build -trimpath -tags no_btrfs,no_devmapper,no_zfs \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$version" -o "$1/" \
+    github.com/containerd/containerd/v2/cmd/containerd \
+    github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 }
 
 recipe_helm() {

@@ -11,6 +11,10 @@
 #   kubelet.sh import --dir D IMAGE.tar...   (OCI archives, e.g. from scripts/images.sh)
 #
 # Pods use image docker.io/library/busybox:local with imagePullPolicy: Never.
+#
+# GPUSTACK_TESTBED_CONTAINERD2=1 at `up` runs containerd 2 (built by build-tools.sh containerd)
+# instead, with CDI on and its config at <D>/node/containerd/config.toml: the node configuration
+# where CDI devices reach containers (Debian's 1.6 has no CDI).
 set -euo pipefail
 umask 077
 here=$(cd "$(dirname "$0")" && pwd)
@@ -126,7 +130,36 @@ EOF
 EOF
   # umask 022: containerd makes each container's root directory with it, and a non-root
   # container user must be able to enter / (the testbed directory itself stays private).
-  (umask 022 && exec setsid containerd --config "$node/containerd.toml") >>"$dir/logs/containerd.log" 2>&1 </dev/null &
+  local containerd=containerd config=$node/containerd.toml
+  if [ "${GPUSTACK_TESTBED_CONTAINERD2:-0}" = 1 ]; then
+    local bin
+    bin=$("$here/build-tools.sh" containerd | tail -1)
+    containerd=$bin/containerd config=$node/containerd/config.toml
+    mkdir -p "$node/containerd"
+    # Its shim beside it comes first on PATH; CDI specs in the usual directories.
+    cat >"$config" <<EOF
+version = 3
+root = "$node/root"
+state = "$node/state"
+[grpc]
+  address = "$sock"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "registry.k8s.io/pause:3.10"
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_cdi = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$node/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      SystemdCgroup = false
+EOF
+    export PATH=$bin:$PATH
+  fi
+  (umask 022 && exec setsid "$containerd" --config "$config") >>"$dir/logs/containerd.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/containerd"
   for _ in $(seq 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
   ctr_ images import "$node/pause.tar" >/dev/null
