@@ -445,8 +445,6 @@ class Daemon {
     }
   }
 
-  // Removes the enforcers' working directories of Pods that are gone: neither in `listed` (a fresh
-  // list) nor holding an allocation (a Pod newer than the list holds one from its Allocate on).
   // MPS control daemons on exactly the cards that hold slices (where MPS binds them).
   void SyncMps() {
     enforcement_.SyncMps([this] {
@@ -468,6 +466,8 @@ class Daemon {
     });
   }
 
+  // Removes the enforcers' working directories of Pods that are gone: neither in `listed` (a fresh
+  // list) nor holding an allocation (a Pod newer than the list holds one from its Allocate on).
   void ReclaimWorkdirs(const std::vector<Json>& listed) {
     std::set<std::string> live;
     for (const Json& pod : listed) live.insert(StringAt(pod, {"metadata", "uid"}));
