@@ -19,7 +19,10 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "instance_e2e"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "enforcement_e2e"))
 import testbed  # noqa: E402
+from enforcement_e2e_test import daemon_log, report_of  # noqa: E402
 from instance_e2e_test import get, kubectl, pool_named, say, wait  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
@@ -53,16 +56,6 @@ def whole_card_pod(name, queue):
                                      "resources": {"limits": limits, "requests": limits}}]}}
 
 
-def report_of(name):
-    done = kubectl("logs", "-n", NS, name, check=False)
-    if done.returncode != 0 or "done" not in done.stdout.splitlines():
-        return None
-    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-
-
-def daemon_log():
-    return kubectl("logs", "-n", "gpustack-system", "-l",
-                   "app.kubernetes.io/component=device-manager", "--tail=-1").stdout
 
 
 class Cdi(unittest.TestCase):

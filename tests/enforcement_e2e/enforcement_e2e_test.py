@@ -107,6 +107,12 @@ def report_of(name):
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 
 
+def daemon_log():
+    """Everything the node daemon logged since it started."""
+    return kubectl("logs", "-n", "gpustack-system", "-l",
+                   "app.kubernetes.io/component=device-manager", "--tail=-1").stdout
+
+
 def slices_enforced():
     devices = get("devices", NODE) or {}
     for c in devices.get("status", {}).get("conditions", []):
@@ -181,8 +187,7 @@ class Enforcement(unittest.TestCase):
         pod = get("pod", "-n", NS, "enforced-a")
         self.assertFalse([k for k in pod["metadata"].get("annotations", {})
                           if k.startswith("cdi.k8s.io/")])
-        logs = kubectl("logs", "-n", "gpustack-system", "-l",
-                       "app.kubernetes.io/component=device-manager", "--tail=-1").stdout
+        logs = daemon_log()
         self.assertIn("nvidia: cards reach containers through the visible-devices variable: "
                       "containerd 1.6 has no CDI (GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY=auto)",
                       logs)
