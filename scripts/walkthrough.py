@@ -91,6 +91,15 @@ def instances():
     env = [line for line in kubectl("exec", "-n", "default", "sliced-demo", "--", "env").splitlines()
            if line.startswith(("CUDA_DEVICE_", "NVIDIA_VISIBLE_DEVICES"))]
     say("kubectl exec sliced-demo -- env: " + " ".join(sorted(env)))
+    # What binds that budget: the node's enforcer (here the HAMi-core test double), preloaded.
+    preload = kubectl("exec", "-n", "default", "sliced-demo", "--", "cat", "/etc/ld.so.preload",
+                      check=False).strip()
+    say(f"kubectl exec sliced-demo -- cat /etc/ld.so.preload: {preload or '(none)'}")
+    node = kubectl("get", "pod", "-n", "default", "sliced-demo", "-o",
+                   "jsonpath={.spec.nodeName}").strip()
+    for c in get_json("get", "devices", node).get("status", {}).get("conditions", []):
+        if c.get("type") == "SlicesEnforced":
+            say(f"Devices {node} SlicesEnforced={c['status']}: {c.get('message', '')}")
     slice_figures()
 
     key = os.path.join(KEY_DIR, "id_ed25519")
