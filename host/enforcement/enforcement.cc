@@ -165,6 +165,10 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
       state.message =
           "the plugin declares no enforcer: its slices bind only where the manufacturer's "
           "runtime or driver reads the budgets its grant writes (docs/enforcement.md)";
+      for (const char* key : {kEnforcerDirSetting, kSlicingSetting}) {
+        if (status.settings.count(key) != 0)
+          state.message += "; its node setting " + std::string(key) + " is ignored";
+      }
       states.push_back(std::move(state));
       continue;
     }

@@ -272,6 +272,11 @@ TEST_F(Staging, APluginWithoutADeclarationIsUnknownAndOneWithoutSlicesIsNotListe
   enforcement.Prepare({Nvidia(std::nullopt), whole});
   ASSERT_EQ(enforcement.States().size(), 1u);
   EXPECT_EQ(enforcement.States()[0].binding, Binding::kUnknown);
+  runtime::PluginStatus configured = WithSource(Nvidia(std::nullopt));
+  enforcement.Prepare({configured});  // a source for a plugin with nothing to stage: said
+  EXPECT_NE(enforcement.States()[0].message.find("enforcer_dir is ignored"), std::string::npos)
+      << enforcement.States()[0].message;
+  enforcement.Prepare({Nvidia(std::nullopt), whole});
   auto edits =
       enforcement.EditsForSlice("nvidia", "GPU-0", PodWith({{"name", "main"}}), "main", {});
   ASSERT_TRUE(edits);
