@@ -331,7 +331,13 @@ class Daemon {
     input.attribution =
         usage::Attribute(ReadingsOf(input.round), holds, node_pods,
                          [this](uint32_t pid) { return PodOfPid(options_.proc_root, pid); });
-    LogUnplaced(input.attribution.unplaced);
+    LogWhileItLasts(input.attribution.unplaced, unplaced_, [this](const std::string& line) {
+      log_->warn("a process on card {} (its card's per-Pod figures are left out this round)", line);
+    });
+    LogWhileItLasts(input.attribution.unlisted, unlisted_, [this](const std::string& line) {
+      log_->warn("the processes on card {} could not be listed: its per-Pod figures are left out",
+                 line);
+    });
     if (!reported.empty()) AddPodFigures(input, pods, reported);
     return input;
   }
@@ -370,15 +376,16 @@ class Daemon {
     }
   }
 
-  // A process row no Pod could be found for: said once, while it lasts.
-  void LogUnplaced(const std::vector<std::string>& unplaced) {
-    std::set<std::string> now(unplaced.begin(), unplaced.end());
-    for (const std::string& line : now) {
-      if (!unplaced_.contains(line))
-        log_->warn("a process on card {} (its card's per-Pod figures are left out this round)",
-                   line);
-    }
-    unplaced_ = std::move(now);
+  // Logs each line the previous round did not have (a process row no Pod could be found for, a
+  // card whose processes could not be listed): said once, while it lasts. `seen` becomes this
+  // round's lines.
+  template <class Log>
+  static void LogWhileItLasts(const std::vector<std::string>& lines, std::set<std::string>& seen,
+                              Log log) {
+    std::set<std::string> now(lines.begin(), lines.end());
+    for (const std::string& line : now)
+      if (!seen.contains(line)) log(line);
+    seen = std::move(now);
   }
 
   // Until stopped, or until the Node's plugin labels change (kPluginLabelsChanged).
@@ -524,6 +531,7 @@ class Daemon {
   std::string latest_text_ = RenderMetrics(latest_);  // its exposition
   // The sampler's own (SampleLoop's thread).
   std::set<std::string> unplaced_;  // the latest round's process rows no Pod was found for
+  std::set<std::string> unlisted_;  // the latest round's cards whose processes were not listed
   bool kubelet_failing_ = false;
 
   // Last, so that they are stopped before what their callbacks use goes.

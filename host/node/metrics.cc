@@ -20,6 +20,22 @@ std::string Number(double value) {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// The capability gauge's reason for a plugin's failed process listing (docs/behaviour.md §8.2).
+std::string UnlistedReason(gpustack_process_listing listing) {
+  switch (listing) {
+    case GPUSTACK_PROCESS_LISTING_COMPLETE:
+      return "";
+    case GPUSTACK_PROCESS_LISTING_UNSUPPORTED:
+      return "unsupported";
+    case GPUSTACK_PROCESS_LISTING_PERMISSION:
+      return "permission";
+    case GPUSTACK_PROCESS_LISTING_TRUNCATED:
+      return "truncated";
+    default:
+      return "transient_driver_error";
+  }
+}
+
 std::string Render(const Labels& labels) {
   std::string out = "{";
   for (const auto& [key, value] : labels) {
@@ -198,6 +214,7 @@ std::vector<usage::CardReading> ReadingsOf(const runtime::SampleRound& round) {
     if (c.sample.health != GPUSTACK_HEALTH_UNKNOWN)
       r.unhealthy = c.sample.health == GPUSTACK_HEALTH_UNHEALTHY;
     r.processes_listed = c.processes_listed;
+    r.unlisted_reason = UnlistedReason(c.sample.process_listing);
     for (const sdk::ProcessSample& p : c.processes) {
       r.processes.push_back(
           {p.pid, p.partition_id, p.memory_used_mib, p.cores_utilization_percent});

@@ -477,9 +477,11 @@ SampleRound NodeRuntime::Sample(bool include_processes) {
           round.errors.push_back(t.name + ": no sample for card " + card.id);
           continue;
         }
-        CardSample sample{t.name, group.product, card.index, *s, t.processes, {}};
+        const bool listed = t.processes && s->process_listing == GPUSTACK_PROCESS_LISTING_COMPLETE;
+        CardSample sample{t.name, group.product, card.index, *s, listed, {}};
         for (const sdk::ProcessSample& p : samples->processes) {
-          if (p.accelerator_id == card.id) sample.processes.push_back(p);
+          // A partial list would read the missing processes' Pods as idle: none is used.
+          if (listed && p.accelerator_id == card.id) sample.processes.push_back(p);
         }
         round.cards.push_back(std::move(sample));
       }

@@ -101,7 +101,8 @@ struct CardSample {
   std::string product;
   uint32_t index = 0;
   sdk::DeviceSample sample;
-  // The plugin was asked for the card's processes and can list them: no row means none run.
+  // The plugin was asked for the card's processes, can list them and did (the sample's
+  // process_listing is COMPLETE): no row means none run. When false, `processes` is empty.
   bool processes_listed = false;
   std::vector<sdk::ProcessSample> processes;
 };

@@ -124,10 +124,14 @@ Attribution Attribute(const std::vector<CardReading>& cards, const std::vector<H
       AddTo(sum.cores_percent, p.cores_percent);
       if (sum.partition_id.empty()) sum.partition_id = p.partition_id;
     }
+    const std::string failed =
+        card.processes_listed || card.unlisted_reason.empty() ? kUnsupported : card.unlisted_reason;
     for (const char* entry : {"memory", "cores"}) {
       const bool ok = entry == std::string("memory") ? memory_ok : cores_ok;
-      out.capabilities.push_back({card.id, card.manufacturer, entry, ok, ok ? "" : kUnsupported});
+      out.capabilities.push_back({card.id, card.manufacturer, entry, ok, ok ? "" : failed});
     }
+    if (!card.unlisted_reason.empty())
+      out.unlisted.push_back(card.id + ": " + card.unlisted_reason);
   }
 
   for (const Hold& h : holds) {

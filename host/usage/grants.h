@@ -40,6 +40,9 @@ struct CardReading {
   // The plugin lists the card's processes (it has the capability and was asked): no row then
   // means measured idle. False: per-Pod figures cannot be read from process rows.
   bool processes_listed = false;
+  // Why not, when the plugin tried ("permission", "transient_driver_error", "truncated"...);
+  // empty: it cannot list processes at all ("unsupported").
+  std::string unlisted_reason;
   std::vector<ProcessReading> processes;
 };
 
@@ -86,6 +89,7 @@ struct Attribution {
   std::vector<GrantSample> grants;       // in the holds' order
   std::vector<Capability> capabilities;  // per card read, memory then cores
   std::vector<std::string> unplaced;     // "<card>: pid <n>: <reason>: <why>", for the log
+  std::vector<std::string> unlisted;     // "<card>: <reason>": its plugin failed to list processes
 };
 
 // The Pod uid a host pid runs in, or an error whose `reason` is one of cgroup.h's.

@@ -212,6 +212,7 @@ int main(void) {
   FIELD(gpustack_device_sample, temperature_celsius);
   FIELD(gpustack_device_sample, power_watts);
   FIELD(gpustack_device_sample, health);
+  FIELD(gpustack_device_sample, process_listing);
   SIZE(gpustack_process_sample);
   FIELD(gpustack_process_sample, struct_size);
   FIELD(gpustack_process_sample, next);

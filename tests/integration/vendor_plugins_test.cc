@@ -68,6 +68,8 @@ class VendorPluginTest : public ::testing::Test {
     EXPECT_TRUE(init) << init.error();
     return *plugins_.back();
   }
+  // Unloads the plugins, so the next Start reads the fixture afresh.
+  void Stop() { plugins_.clear(); }
 
   std::vector<pci::PciDevice> inventory_;
   std::vector<std::unique_ptr<loader::LoadedPlugin>> plugins_;
@@ -410,6 +412,41 @@ TEST_F(VendorPluginTest, MetricsReportWhatIsMeasuredAndNothingElse) {
   EXPECT_EQ(unknown.code(), Code::kNotFound);
 }
 
+// A listing call that fails leaves the card's processes unlisted, with why, rather than reading
+// as a card nobody uses (which would publish every slice on it as idle).
+TEST_F(VendorPluginTest, AProcessListingTheDriverRefusesSaysWhyAndListsNothing) {
+  const std::vector<std::pair<int, gpustack_process_listing>> cases = {
+      {4, GPUSTACK_PROCESS_LISTING_PERMISSION},  // NVML_ERROR_NO_PERMISSION
+      {3, GPUSTACK_PROCESS_LISTING_UNSUPPORTED},
+      {999, GPUSTACK_PROCESS_LISTING_DRIVER_ERROR}};
+  for (const auto& [code, listing] : cases) {
+    SCOPED_TRACE("NVML code " + std::to_string(code));
+    UseNode("nvidia-t4x4", {{"DeviceGetComputeRunningProcesses", {{"code", code}}}});
+    auto snapshot = Start().SampleMetrics({.accelerator_ids = {}, .include_processes = true});
+    ASSERT_TRUE(snapshot) << snapshot.error();
+    ASSERT_EQ(snapshot->devices.size(), 4u);
+    for (const sdk::DeviceSample& d : snapshot->devices) EXPECT_EQ(d.process_listing, listing);
+    EXPECT_TRUE(snapshot->processes.empty());
+    EXPECT_EQ(snapshot->devices[1].memory_used_mib, 400.0) << "the card's own figures stay";
+    Stop();
+  }
+  // The size query answers, the read itself fails: still not a list.
+  UseNode("nvidia-t4x4", {{"DeviceGetComputeRunningProcesses", {{"code", 999}, {"after", 1}}}});
+  auto partial = Start().SampleMetrics({.accelerator_ids = {}, .include_processes = true});
+  ASSERT_TRUE(partial) << partial.error();
+  EXPECT_EQ(partial->devices[0].process_listing, GPUSTACK_PROCESS_LISTING_DRIVER_ERROR);
+  Stop();
+
+  UseNode("amd-mi210x2", {{"compute_process_info_get", {{"code", 4}}}});  // RSMI_STATUS_PERMISSION
+  auto amd = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/librocm_smi64.so", "amd")
+                 .SampleMetrics({.accelerator_ids = {}, .include_processes = true});
+  ASSERT_TRUE(amd) << amd.error();
+  ASSERT_EQ(amd->devices.size(), 2u);
+  for (const sdk::DeviceSample& d : amd->devices)
+    EXPECT_EQ(d.process_listing, GPUSTACK_PROCESS_LISTING_PERMISSION);
+  EXPECT_TRUE(amd->processes.empty());
+}
+
 TEST_F(VendorPluginTest, ProcessMemoryTheDriverCannotAccountIsNotMeasured) {
   UseNode("nvidia-t4x4");
   std::ifstream in(fixture_copy_.empty() ? kNodes + "/nvidia-t4x4.json" : fixture_copy_);
@@ -488,8 +525,8 @@ TEST_F(VendorPluginTest, CambriconProcessesCarryTheirCoresWhenTheDriverCounts) {
   UseNode("cambricon-mlu370x4");
   ::setenv("GPUSTACK_FAKE_FIXTURE", fixture_copy_.c_str(), 1);
   const std::string library = std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libcndev.so";
-  auto counted = Start(library, "cambricon").SampleMetrics(
-      {.accelerator_ids = {}, .include_processes = true});
+  auto counted =
+      Start(library, "cambricon").SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(counted) << counted.error();
   ASSERT_EQ(counted->processes.size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -501,9 +538,8 @@ TEST_F(VendorPluginTest, CambriconProcessesCarryTheirCoresWhenTheDriverCounts) {
 
 TEST_F(VendorPluginTest, CambriconProcessCoresTheDriverDoesNotCountAreAbsent) {
   UseNode("cambricon-mlu370x4");  // its rows give no ipu_util: NOT_SUPPORTED
-  auto uncounted =
-      Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libcndev.so", "cambricon")
-          .SampleMetrics({.accelerator_ids = {}, .include_processes = true});
+  auto uncounted = Start(std::string(GPUSTACK_FAKE_VENDOR_DIR) + "/libcndev.so", "cambricon")
+                       .SampleMetrics({.accelerator_ids = {}, .include_processes = true});
   ASSERT_TRUE(uncounted) << uncounted.error();
   ASSERT_FALSE(uncounted->processes.empty());
   for (const sdk::ProcessSample& p : uncounted->processes) {

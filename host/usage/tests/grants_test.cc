@@ -180,6 +180,26 @@ TEST(Grants, WithoutProcessRowsOnlyAnExclusiveHolderGetsTheCardsFigures) {
   }
 }
 
+// A plugin that tried and failed to list a card's processes: its slices are unmeasured (not
+// idle), the capability gauge says why, and the failure is reported for the log.
+TEST(Grants, AListingThePluginCouldNotReadLeavesTheSlicesUnmeasuredAndSaysWhy) {
+  CardReading refused = Card("GPU-1", {}, false);
+  refused.unlisted_reason = "permission";
+  const Attribution out =
+      Attribute({Card("GPU-0", {}), refused},
+                {PodHold("a", {Slice("GPU-0", 20, 30)}), PodHold("b", {Slice("GPU-1", 20, 30)})},
+                {"a", "b"}, Pids({}));
+  EXPECT_EQ(*out.grants[0].memory_used_mib, 0) << "listed, and none runs: measured idle";
+  EXPECT_FALSE(out.grants[1].memory_used_mib.has_value());
+  EXPECT_FALSE(out.grants[1].cores_utilization_percent.has_value());
+  ASSERT_EQ(out.capabilities.size(), 4u);
+  EXPECT_TRUE(out.capabilities[0].ok);
+  EXPECT_FALSE(out.capabilities[2].ok);
+  EXPECT_EQ(out.capabilities[2].reason, "permission");
+  EXPECT_EQ(out.capabilities[3].reason, "permission");
+  EXPECT_EQ(out.unlisted, std::vector<std::string>{"GPU-1: permission"});
+}
+
 TEST(Grants, TwoSlicesOfOneCardInOnePodAreOneEntryWithoutFigures) {
   const Hold both = PodHold("a", {Slice("GPU-0", 20, 30), Slice("GPU-0", 10, 20)});
   EXPECT_EQ(both.grants, 2);

@@ -189,15 +189,28 @@ class AscendPlugin final : public sdk::Plugin {
           api_.get_device_power_info(npu.card, npu.device, &tenths) == dc::kOk) {
         s.power_watts = tenths / 10.0;
       }
+      if (!request.include_processes) {
+        sink.Add(s);
+        continue;
+      }
+      // No capacity argument: the library fills up to its own maximum (32 documented), so the
+      // buffer is a generous multiple of it.
+      dc::ProcMemInfo processes[dc::kProcessBuffer] = {};
+      int count = 0;
+      const int listed =
+          api_.get_device_resource_info == nullptr
+              ? dc::kNotSupport
+              : api_.get_device_resource_info(npu.card, npu.device, processes, &count);
+      if (listed == dc::kNotSupport) {
+        s.process_listing = GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+      } else if (listed != dc::kOk) {
+        s.process_listing = GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
+      } else if (count > dc::kProcessBuffer) {
+        s.process_listing = GPUSTACK_PROCESS_LISTING_TRUNCATED;
+      }
       sink.Add(s);
-      if (request.include_processes && api_.get_device_resource_info != nullptr) {
-        // No capacity argument: the library fills up to its own maximum (32 documented), so the
-        // buffer is a generous multiple of it.
-        dc::ProcMemInfo processes[dc::kProcessBuffer] = {};
-        int count = 0;
-        if (api_.get_device_resource_info(npu.card, npu.device, processes, &count) != dc::kOk)
-          continue;
-        for (int i = 0; i < std::min(count, dc::kProcessBuffer); ++i) {
+      if (s.process_listing == GPUSTACK_PROCESS_LISTING_COMPLETE) {
+        for (int i = 0; i < count; ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = npu.uuid;
           p.pid = static_cast<uint32_t>(processes[i].proc_id);

@@ -181,21 +181,16 @@ class CambriconPlugin final : public sdk::Plugin {
           api_.get_device_power_info(&power, card.device) == cn::kSuccess) {
         s.power_watts = power.usage;
       }
+      if (!request.include_processes) {
+        sink.Add(s);
+        continue;
+      }
+      std::vector<cn::ProcessInfo> processes;
+      s.process_listing = Processes(card.device, processes);
       sink.Add(s);
-      if (request.include_processes && api_.get_process_info != nullptr) {
-        std::vector<cn::ProcessInfo> processes(16);
-        unsigned n = 0;
-        cn::Return r = cn::kInsufficientSpace;
-        // INSUFFICIENT_SPACE leaves the needed count in n: grow once and retry.
-        for (int attempt = 0; attempt < 2 && r == cn::kInsufficientSpace; ++attempt) {
-          if (n > processes.size()) processes.resize(n);
-          for (cn::ProcessInfo& p : processes) p.version = cn::kVersion;
-          n = static_cast<unsigned>(processes.size());
-          r = api_.get_process_info(&n, processes.data(), card.device);
-        }
-        if (r != cn::kSuccess) continue;
+      if (s.process_listing == GPUSTACK_PROCESS_LISTING_COMPLETE) {
         const std::map<unsigned, double> cores = ProcessCores(card.device);
-        for (unsigned i = 0; i < std::min<size_t>(n, processes.size()); ++i) {
+        for (size_t i = 0; i < processes.size(); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = card.uuid;
           p.pid = processes[i].pid;
@@ -208,24 +203,48 @@ class CambriconPlugin final : public sdk::Plugin {
   }
 
  private:
+  // Every process on the card, or why not all.
+  gpustack_process_listing Processes(cn::Device device, std::vector<cn::ProcessInfo>& out) const {
+    if (api_.get_process_info == nullptr) return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+    const cn::Return r = ReadRows(out, [&](unsigned* n, cn::ProcessInfo* rows) {
+      return api_.get_process_info(n, rows, device);
+    });
+    if (r == cn::kInsufficientSpace) return GPUSTACK_PROCESS_LISTING_TRUNCATED;
+    if (r == cn::kNotSupported) return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+    if (r != cn::kSuccess) return GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
+    return GPUSTACK_PROCESS_LISTING_COMPLETE;
+  }
+
   // Each process's MLU-core utilization on a card (cndevGetProcessUtilization); empty when the
   // library or driver cannot tell, so the rows' compute stays unmeasured.
   std::map<unsigned, double> ProcessCores(cn::Device device) const {
     std::map<unsigned, double> out;
     if (api_.get_process_utilization == nullptr) return out;
-    std::vector<cn::ProcessUtilization> rows(16);
+    std::vector<cn::ProcessUtilization> rows;
+    const cn::Return r = ReadRows(rows, [&](unsigned* n, cn::ProcessUtilization* data) {
+      return api_.get_process_utilization(n, data, device);
+    });
+    if (r != cn::kSuccess) return out;
+    for (const cn::ProcessUtilization& row : rows) out[row.pid] = row.ipu_util;
+    return out;
+  }
+
+  // A cnDev list call into `rows` (each stamped with the struct version). INSUFFICIENT_SPACE
+  // leaves the needed count: the buffer grows once and the call is retried. On success `rows`
+  // holds what was written.
+  template <class Row, class Call>
+  static cn::Return ReadRows(std::vector<Row>& rows, Call call) {
+    rows.resize(16);
     unsigned n = 0;
     cn::Return r = cn::kInsufficientSpace;
     for (int attempt = 0; attempt < 2 && r == cn::kInsufficientSpace; ++attempt) {
       if (n > rows.size()) rows.resize(n);
-      for (cn::ProcessUtilization& u : rows) u.version = cn::kVersion;
+      for (Row& row : rows) row.version = cn::kVersion;
       n = static_cast<unsigned>(rows.size());
-      r = api_.get_process_utilization(&n, rows.data(), device);
+      r = call(&n, rows.data());
     }
-    if (r != cn::kSuccess) return out;
-    for (unsigned i = 0; i < std::min<size_t>(n, rows.size()); ++i)
-      out[rows[i].pid] = rows[i].ipu_util;
-    return out;
+    if (r == cn::kSuccess) rows.resize(std::min<size_t>(n, rows.size()));
+    return r;
   }
 
   struct Card {

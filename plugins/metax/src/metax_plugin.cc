@@ -171,13 +171,15 @@ class MetaxPlugin final : public sdk::Plugin {
         for (unsigned i = 0; i < std::min(n, 4u); ++i) milliwatts += ways[i].power_mw;
         s.power_watts = milliwatts / 1000.0;
       }
+      if (!request.include_processes) {
+        sink.Add(s);
+        continue;
+      }
+      std::vector<mx::ProcessInfo> processes;
+      s.process_listing = Processes(card.id, processes);
       sink.Add(s);
-      if (request.include_processes && api_.get_single_gpu_process != nullptr) {
-        std::vector<mx::ProcessInfo> processes(16);
-        unsigned count = static_cast<unsigned>(processes.size());
-        if (api_.get_single_gpu_process(card.id, &count, processes.data()) != mx::kSuccess)
-          continue;
-        for (unsigned i = 0; i < std::min<size_t>(count, processes.size()); ++i) {
+      if (s.process_listing == GPUSTACK_PROCESS_LISTING_COMPLETE) {
+        for (size_t i = 0; i < processes.size(); ++i) {
           sdk::ProcessSample p;
           p.accelerator_id = card.uuid;
           p.pid = processes[i].process_id;
@@ -196,6 +198,24 @@ class MetaxPlugin final : public sdk::Plugin {
   }
 
  private:
+  // Every process on the card, or why not all: INSUFFICIENT_SIZE leaves the count needed, so the
+  // buffer grows once.
+  gpustack_process_listing Processes(unsigned card, std::vector<mx::ProcessInfo>& out) const {
+    if (api_.get_single_gpu_process == nullptr) return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+    unsigned count = 16;
+    mx::Return r = mx::kInsufficientSize;
+    for (int attempt = 0; attempt < 2 && r == mx::kInsufficientSize; ++attempt) {
+      out.resize(std::max<size_t>(count + (attempt == 0 ? 0 : 8), out.size()));
+      count = static_cast<unsigned>(out.size());
+      r = api_.get_single_gpu_process(card, &count, out.data());
+    }
+    if (r == mx::kInsufficientSize) return GPUSTACK_PROCESS_LISTING_TRUNCATED;
+    if (r == mx::kOperationNotSupport) return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+    if (r != mx::kSuccess) return GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
+    out.resize(std::min<size_t>(count, out.size()));
+    return GPUSTACK_PROCESS_LISTING_COMPLETE;
+  }
+
   struct Card {
     std::string uuid;
     unsigned id = 0;            // mxSml's device id

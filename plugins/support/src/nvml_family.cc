@@ -60,6 +60,36 @@ std::string CudaVersion(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
+// Why a failed NVML call leaves a card's processes unlisted.
+gpustack_process_listing ListingFailure(nvml::Return r) {
+  switch (r) {
+    case nvml::kErrorNotSupported:
+      return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+    case nvml::kErrorNoPermission:
+      return GPUSTACK_PROCESS_LISTING_PERMISSION;
+    default:
+      return GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
+  }
+}
+
+// Every compute process on the card, or why they could not all be read.
+gpustack_process_listing RunningProcesses(const nvml::Api& api, nvml::Device card,
+                                          std::vector<nvml::ProcessInfo>& out) {
+  if (api.device_get_compute_running_processes == nullptr)
+    return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+  unsigned n = 0;
+  nvml::Return r = api.device_get_compute_running_processes(card, &n, nullptr);
+  if (r == nvml::kSuccess) return GPUSTACK_PROCESS_LISTING_COMPLETE;  // none run
+  if (r != nvml::kErrorInsufficientSize) return ListingFailure(r);
+  out.resize(n + 8);  // room for processes starting meanwhile
+  n = static_cast<unsigned>(out.size());
+  r = api.device_get_compute_running_processes(card, &n, out.data());
+  if (r == nvml::kErrorInsufficientSize) return GPUSTACK_PROCESS_LISTING_TRUNCATED;
+  if (r != nvml::kSuccess) return ListingFailure(r);
+  out.resize(n);
+  return GPUSTACK_PROCESS_LISTING_COMPLETE;
+}
+
 // A GPU instance without a compute instance has no MIG device (and no UUID) yet; such a
 // partition is never ours (ours always get one), so a stand-in id only names it.
 std::string MigDeviceUuid(const nvml::Api& api, const std::string& card_uuid, nvml::Device card,
@@ -471,25 +501,16 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
         api_.device_get_power_usage(card->handle, &milliwatts) == nvml::kSuccess) {
       s.power_watts = milliwatts / 1000.0;
     }
+    std::vector<nvml::ProcessInfo> processes;
+    if (request.include_processes)
+      s.process_listing = RunningProcesses(api_, card->handle, processes);
     sink.Add(s);
-
-    if (!request.include_processes || api_.device_get_compute_running_processes == nullptr) {
+    if (!request.include_processes || s.process_listing != GPUSTACK_PROCESS_LISTING_COMPLETE)
       continue;
-    }
-    unsigned n = 0;
-    nvml::Return r = api_.device_get_compute_running_processes(card->handle, &n, nullptr);
-    if (r != nvml::kSuccess && r != nvml::kErrorInsufficientSize) continue;
-    std::vector<nvml::ProcessInfo> processes(n + 8);  // room for processes starting meanwhile
-    n = static_cast<unsigned>(processes.size());
-    if (api_.device_get_compute_running_processes(card->handle, &n, processes.data()) !=
-        nvml::kSuccess) {
-      continue;
-    }
-    processes.resize(n);
     std::vector<nvml::ProcessUtilizationSample> utils;
     if (api_.device_get_process_utilization != nullptr) {
       unsigned un = 0;
-      r = api_.device_get_process_utilization(card->handle, nullptr, &un, 0);
+      const nvml::Return r = api_.device_get_process_utilization(card->handle, nullptr, &un, 0);
       if ((r == nvml::kSuccess || r == nvml::kErrorInsufficientSize) && un > 0) {
         utils.resize(un);
         if (api_.device_get_process_utilization(card->handle, utils.data(), &un, 0) ==

@@ -19,6 +19,31 @@ std::string Trimmed(const char* text, size_t capacity) {
   return std::string(text, strnlen(text, capacity));
 }
 
+// Why a failed ROCm SMI call leaves processes unlisted.
+gpustack_process_listing ListingFailure(rsmi::Status s) {
+  if (s == rsmi::kNotSupported) return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+  if (s == rsmi::kPermission) return GPUSTACK_PROCESS_LISTING_PERMISSION;
+  return GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
+}
+
+// Every compute process on the node (ROCm SMI lists them node-wide), or why not all.
+gpustack_process_listing ComputeProcesses(const rsmi::Api& api,
+                                          std::vector<rsmi::ProcessInfo>& out) {
+  if (api.compute_process_info_get == nullptr || api.compute_process_gpus_get == nullptr)
+    return GPUSTACK_PROCESS_LISTING_UNSUPPORTED;
+  uint32_t n = 0;
+  rsmi::Status s = api.compute_process_info_get(nullptr, &n);
+  if (s == rsmi::kSuccess && n == 0) return GPUSTACK_PROCESS_LISTING_COMPLETE;
+  if (s != rsmi::kSuccess && s != rsmi::kInsufficientSize) return ListingFailure(s);
+  out.resize(n + 8);  // room for processes starting meanwhile
+  n = static_cast<uint32_t>(out.size());
+  s = api.compute_process_info_get(out.data(), &n);
+  if (s == rsmi::kInsufficientSize) return GPUSTACK_PROCESS_LISTING_TRUNCATED;
+  if (s != rsmi::kSuccess) return ListingFailure(s);
+  out.resize(std::min<size_t>(n, out.size()));
+  return GPUSTACK_PROCESS_LISTING_COMPLETE;
+}
+
 // "<sysfs root>/bus/pci/devices/<bdf>" -> "<sysfs root>".
 std::string SysfsRootOf(const std::string& device_path) {
   const size_t at = device_path.rfind("/bus/pci/devices/");
@@ -211,19 +236,9 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
   // Processes are listed node-wide; each is charged to a card only when it runs on that card
   // alone (ROCm SMI does not split a process's VRAM between GPUs).
   std::vector<rsmi::ProcessInfo> processes;
-  if (request.include_processes && api_.compute_process_info_get != nullptr) {
-    uint32_t n = 0;
-    const rsmi::Status s = api_.compute_process_info_get(nullptr, &n);
-    if ((s == rsmi::kSuccess || s == rsmi::kInsufficientSize) && n > 0) {
-      processes.resize(n + 8);
-      n = static_cast<uint32_t>(processes.size());
-      if (api_.compute_process_info_get(processes.data(), &n) == rsmi::kSuccess) {
-        processes.resize(n);
-      } else {
-        processes.clear();
-      }
-    }
-  }
+  const gpustack_process_listing listing = request.include_processes
+                                               ? ComputeProcesses(api_, processes)
+                                               : GPUSTACK_PROCESS_LISTING_COMPLETE;
   for (const Card* card : cards) {
     sdk::DeviceSample s;
     s.accelerator_id = card->uuid;
@@ -254,13 +269,18 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
         api_.dev_power_ave_get(card->index, 0, &microwatts) == rsmi::kSuccess) {
       s.power_watts = static_cast<double>(microwatts) / 1e6;
     }
-    sink.Add(s);
-
+    std::vector<sdk::ProcessSample> rows;
+    s.process_listing = listing;
     for (const rsmi::ProcessInfo& p : processes) {
-      if (api_.compute_process_gpus_get == nullptr) break;
+      if (s.process_listing != GPUSTACK_PROCESS_LISTING_COMPLETE) break;
       uint32_t gpus[64];
       uint32_t n = 64;
-      if (api_.compute_process_gpus_get(p.process_id, gpus, &n) != rsmi::kSuccess) continue;
+      const rsmi::Status found = api_.compute_process_gpus_get(p.process_id, gpus, &n);
+      if (found == rsmi::kNotFound) continue;  // it ended since the list was read
+      if (found != rsmi::kSuccess) {
+        s.process_listing = ListingFailure(found);  // it may have been on this card
+        break;
+      }
       n = std::min<uint32_t>(n, 64);
       if (std::find(gpus, gpus + n, card->index) == gpus + n) continue;
       sdk::ProcessSample ps;
@@ -270,8 +290,11 @@ void RocmFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
         ps.memory_used_mib = static_cast<double>(p.vram_usage) / (1024.0 * 1024.0);
         ps.cores_utilization_percent = p.cu_occupancy;
       }
-      sink.Add(ps);
+      rows.push_back(std::move(ps));
     }
+    sink.Add(s);
+    if (s.process_listing != GPUSTACK_PROCESS_LISTING_COMPLETE) continue;
+    for (const sdk::ProcessSample& ps : rows) sink.Add(ps);
   }
 }
 

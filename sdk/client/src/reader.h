@@ -271,6 +271,12 @@ struct Reader {
         Figure(s.temperature_celsius, kMinCelsius, kMaxCelsius, card, "temperature (°C)");
     out.power_watts = Figure(s.power_watts, 0, kMaxWatts, card, "power (W)");
     out.health = Health(s.health, "sample.health");
+    // Reserved (0) before 1.4, so an older plugin's sample reads as COMPLETE.
+    if (s.process_listing < GPUSTACK_PROCESS_LISTING_COMPLETE ||
+        s.process_listing > GPUSTACK_PROCESS_LISTING_TRUNCATED) {
+      Fail("sample.process_listing " + std::to_string(s.process_listing) + " is not a known value");
+    }
+    out.process_listing = s.process_listing;
     return out;
   }
 

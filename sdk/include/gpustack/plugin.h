@@ -131,7 +131,7 @@ extern "C" {
  * ========================================================================================== */
 
 #define GPUSTACK_PLUGIN_ABI_MAJOR 1
-#define GPUSTACK_PLUGIN_ABI_MINOR 3
+#define GPUSTACK_PLUGIN_ABI_MINOR 4
 
 /* The one symbol a plugin exports, as a string for dlsym. */
 #define GPUSTACK_PLUGIN_ENTRY_SYMBOL "gpustack_plugin_negotiate"
@@ -334,7 +334,7 @@ typedef struct gpustack_enforcer {
    * copies from). */
   gpustack_str package_dir;
   gpustack_enforcer_variant variant;
-  int32_t reserved; /* 0 */
+  int32_t reserved;            /* 0 */
   gpustack_str variant_prefix; /* "cuda-" with GPUSTACK_ENFORCER_VARIANT_RUNTIME_MAJOR */
   /* The environment variable that gets the container path of the Pod's own working directory
    * (the enforcer's shared ledger between the Pod's processes: "VROCM_LEDGER_PATH"); empty: the
@@ -346,7 +346,8 @@ typedef struct gpustack_enforcer {
   const gpustack_str* default_env;
   size_t default_env_count;
 } gpustack_enforcer;
-#define GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3 GPUSTACK_STRUCT_SIZE(gpustack_enforcer, default_env_count)
+#define GPUSTACK_ENFORCER_STRUCT_SIZE_V1_3 \
+  GPUSTACK_STRUCT_SIZE(gpustack_enforcer, default_env_count)
 
 /* What the plugin is. The HOST allocates this struct and sets struct_size; the plugin fills the
  * fields that fit. Strings and arrays are static (valid while the library is loaded). */
@@ -738,6 +739,23 @@ typedef struct gpustack_measurement {
   int32_t reserved; /* 0 */
 } gpustack_measurement;
 
+/* Since 1.4: whether a card's sample comes with every process on it, so the host can tell a card
+ * whose processes could not be listed from one that has none. Only meaningful when the host asked
+ * for processes and the plugin has GPUSTACK_CAP_PROCESS_METRICS. COMPLETE (0, what every plugin
+ * before 1.4 sends) means every process on the card is among this call's process samples: none
+ * means measured idle. Any other value says why the list is missing or partial; the host then
+ * ignores the card's process samples and reports its per-process figures as unmeasured. A host
+ * before 1.4 reads the field as reserved and ignores it. */
+typedef int32_t gpustack_process_listing;
+enum {
+  GPUSTACK_PROCESS_LISTING_COMPLETE = 0,
+  GPUSTACK_PROCESS_LISTING_UNSUPPORTED = 1,  /* this library or driver cannot list them */
+  GPUSTACK_PROCESS_LISTING_PERMISSION = 2,   /* the library refused for lack of permission */
+  GPUSTACK_PROCESS_LISTING_DRIVER_ERROR = 3, /* the call failed this time; it may work next time */
+  GPUSTACK_PROCESS_LISTING_TRUNCATED = 4,    /* more processes than the plugin could read */
+  GPUSTACK_PROCESS_LISTING_MAX_ENUM = 0x7FFFFFFF
+};
+
 typedef struct gpustack_device_sample {
   size_t struct_size;
   const void* next;
@@ -750,10 +768,10 @@ typedef struct gpustack_device_sample {
   gpustack_measurement temperature_celsius;
   gpustack_measurement power_watts;
   gpustack_health health;
-  int32_t reserved; /* 0 */
+  gpustack_process_listing process_listing; /* since 1.4; reserved (0) before */
 } gpustack_device_sample;
 #define GPUSTACK_DEVICE_SAMPLE_STRUCT_SIZE_V1_0 \
-  GPUSTACK_STRUCT_SIZE(gpustack_device_sample, reserved)
+  GPUSTACK_STRUCT_SIZE(gpustack_device_sample, process_listing)
 
 typedef struct gpustack_process_sample {
   size_t struct_size;

@@ -384,7 +384,7 @@ class MetricsSink {
                                    ToC(s.temperature_celsius),
                                    ToC(s.power_watts),
                                    s.health,
-                                   0};
+                                   s.process_listing};
     detail::CheckSink(sink_.add_device_sample(sink_.host_data, &c), "device sample");
   }
   void Add(const ProcessSample& s) {

@@ -179,6 +179,8 @@ struct DeviceSample {
   Measurement temperature_celsius{};
   Measurement power_watts{};
   gpustack_health health = GPUSTACK_HEALTH_UNKNOWN;
+  // Since 1.4: why the card's processes are missing from the samples (COMPLETE: all are there).
+  gpustack_process_listing process_listing = GPUSTACK_PROCESS_LISTING_COMPLETE;
 };
 
 struct ProcessSample {

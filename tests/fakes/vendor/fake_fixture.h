@@ -38,18 +38,31 @@ inline std::string FixtureText() {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The run-time file's entry for a card: its rows, or {"error": <code>}; null without one.
+inline nlohmann::json RunTimeProcesses(const std::string& card_key) {
+  const char* path = std::getenv("GPUSTACK_FAKE_PROCESSES");
+  if (path == nullptr || *path == '\0') return nullptr;
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  const nlohmann::json all = nlohmann::json::parse(in, nullptr, false);
+  if (!all.is_object() || !all.contains(card_key)) return nullptr;
+  return all[card_key];
+}
+
 // The processes running on a card now. A test sets GPUSTACK_FAKE_PROCESSES to a JSON file of its
 // own, {"<card key>": [rows]}, and rewrites it while the library is loaded (say, with the host pid
 // of a container it started): it is read again at every call. Without it, or without the card's
 // key, the fixture's own rows (`fallback`).
 inline nlohmann::json ProcessRows(const std::string& card_key, const nlohmann::json& fallback) {
-  const char* path = std::getenv("GPUSTACK_FAKE_PROCESSES");
-  if (path == nullptr || *path == '\0') return fallback;
-  std::ifstream in(path);
-  if (!in) return fallback;
-  const nlohmann::json all = nlohmann::json::parse(in, nullptr, false);
-  if (!all.is_object() || !all.contains(card_key) || !all[card_key].is_array()) return fallback;
-  return all[card_key];
+  nlohmann::json rows = RunTimeProcesses(card_key);
+  return rows.is_array() ? rows : fallback;
+}
+
+// The code the card's process-listing call fails with when the run-time file says
+// {"<card key>": {"error": <code>}} (a driver refusing, say, while the test watches); else 0.
+inline int ProcessListingError(const std::string& card_key) {
+  const nlohmann::json entry = RunTimeProcesses(card_key);
+  return entry.is_object() ? entry.value("error", 0) : 0;
 }
 
 class Injector {

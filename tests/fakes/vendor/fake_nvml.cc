@@ -418,6 +418,8 @@ EXPORT nv::Return FN(DeviceGetComputeRunningProcesses_v3)(nv::Device device, uns
   GUARD("DeviceGetComputeRunningProcesses");
   Card* card = CardOf(device);
   if (card == nullptr) return nv::kErrorInvalidArgument;
+  if (const int code = fake::ProcessListingError(card->spec.value("uuid", "")); code != 0)
+    return static_cast<nv::Return>(code);
   const json processes =
       fake::ProcessRows(card->spec.value("uuid", ""), card->spec.value("processes", json::array()));
   if (infos == nullptr || *count < processes.size()) {

@@ -14,6 +14,8 @@ namespace gpustack::support::rsmi {
 using Status = int;  // rsmi_status_t
 inline constexpr Status kSuccess = 0;
 inline constexpr Status kNotSupported = 2;
+inline constexpr Status kPermission = 4;
+inline constexpr Status kNotFound = 10;
 inline constexpr Status kInsufficientSize = 11;
 
 inline constexpr uint32_t kMemTypeVram = 0;        // RSMI_MEM_TYPE_VRAM
