@@ -194,6 +194,18 @@ class Metrics(unittest.TestCase):
         self.assertRegex(text, r'gpustack_accelerator_process_capability\{[^}]*id="'
                          + re.escape(self.cards["metrics-a"])
                          + r'",entry_point="memory",reason="unsupported"\} 0')
+        # The library refuses to list a's card (NVML_ERROR_NO_PERMISSION): a's figures are
+        # absent, not an idle 0, and the capability gauge says why.
+        table = {self.cards["metrics-a"]: {"error": 4}}
+        if self.cards["metrics-b"] != self.cards["metrics-a"]:
+            table[self.cards["metrics-b"]] = [{"pid": self.pids["metrics-b"], "used_mib": 2500}]
+        write_rows(table)
+        self.entry("metrics-a", lambda e: "memoryUsedMiB" not in e
+                   and "coresUtilizationPercent" not in e and "temperatureCelsius" in e)
+        self.assertRegex(exporter_text(daemon()[1]),
+                         r'gpustack_accelerator_process_capability\{[^}]*id="'
+                         + re.escape(self.cards["metrics-a"])
+                         + r'",entry_point="memory",reason="permission"\} 0')
 
     def test_3_a_process_no_pod_owns_blanks_its_card(self):
         self.rows(a={"used_mib": 1000, "sm_util": 15})
