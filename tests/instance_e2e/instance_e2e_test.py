@@ -326,6 +326,10 @@ class Instances(unittest.TestCase):
                 get("pods", "-n", NS, "-l", "worker.gpustack.ai/instance")["items"]
                 if p["metadata"]["name"] in names]
         self.assertEqual(left, [])
+        # Each Service is owned by its Pod: the garbage collector takes it, none is orphaned.
+        wait("the burst Instances' Services collected", lambda: not [
+            s for s in get("services", "-n", NS, "-l", "worker.gpustack.ai/instance")["items"]
+            if s["metadata"]["name"] in names], seconds=120)
 
     def test_6_deleted_type_stops(self):
         apply(quick_start(self.t4, name="type-demo"))
