@@ -319,6 +319,7 @@ struct ServeCommand {
     options.reconcile_period = Milliseconds(reconcile_period);
     options.monitor_period = Milliseconds(monitor_period);
     options.proc_root = proc_root;
+    options.enforcement.proc_root = proc_root;
     options.enforcement.data_dir = data_dir;
     options.enforcement.host_data_dir = host_data_dir.empty() ? data_dir : host_data_dir;
     if (!options.enforcement.data_dir.is_absolute() ||

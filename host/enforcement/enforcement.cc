@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "host/common/file_trust.h"
 #include "host/common/logging.h"
@@ -91,17 +93,27 @@ std::string PreloadText(const std::string& manufacturer,
   return text;
 }
 
-std::vector<std::pair<std::string, std::string>> DefaultEnvFor(
-    const client::EnforcerDeclaration& enforcer, const Json& pod, const std::string& container,
-    const std::vector<sdk::ContainerEdit>& granted) {
-  std::set<std::string> set;
+namespace {
+
+// The names the container's own `env:` sets (envFrom cannot be seen).
+std::set<std::string> OwnEnvNames(const Json& pod, const std::string& container) {
+  std::set<std::string> names;
   if (const Json* c = ContainerOf(pod, container);
       c != nullptr && c->contains("env") && (*c)["env"].is_array()) {
     for (const Json& e : (*c)["env"]) {
       if (e.is_object() && e.contains("name") && e["name"].is_string())
-        set.insert(e["name"].get<std::string>());
+        names.insert(e["name"].get<std::string>());
     }
   }
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> DefaultEnvFor(
+    const client::EnforcerDeclaration& enforcer, const Json& pod, const std::string& container,
+    const std::vector<sdk::ContainerEdit>& granted) {
+  std::set<std::string> set = OwnEnvNames(pod, container);
   for (const sdk::ContainerEdit& edit : granted) {
     if (edit.kind == GPUSTACK_EDIT_ENV) set.insert(edit.key);
   }
@@ -111,6 +123,44 @@ std::vector<std::pair<std::string, std::string>> DefaultEnvFor(
   }
   return out;
 }
+
+namespace {
+
+// A budget variable the container sets itself to another value would win over the grant's (the
+// kubelet puts the Pod's `env:` after the device plugin's), and the slice would run unbounded
+// while the node says its slices bind: such a slice is refused instead. The same value (say,
+// CUDA_DEVICE_ORDER=PCI_BUS_ID) is harmless; a value from a reference cannot be seen, so it is
+// taken as another one.
+Result<std::vector<sdk::ContainerEdit>> UnlessOverridden(
+    const Json& pod, const std::string& container, const std::vector<sdk::ContainerEdit>& granted,
+    std::vector<sdk::ContainerEdit> edits) {
+  const Json* c = ContainerOf(pod, container);
+  if (c == nullptr || !c->contains("env") || !(*c)["env"].is_array()) return edits;
+  std::map<std::string, std::optional<std::string>> own;
+  for (const Json& e : (*c)["env"]) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+    const bool literal = !e.contains("valueFrom");
+    own[e["name"].get<std::string>()] =
+        literal ? std::optional<std::string>(e.contains("value") && e["value"].is_string()
+                                                 ? e["value"].get<std::string>()
+                                                 : std::string())
+                : std::nullopt;
+  }
+  const std::vector<sdk::ContainerEdit>& ours = edits;
+  for (const std::vector<sdk::ContainerEdit>* list : {&granted, &ours}) {
+    for (const sdk::ContainerEdit& edit : *list) {
+      auto it = edit.kind == GPUSTACK_EDIT_ENV ? own.find(edit.key) : own.end();
+      if (it == own.end() || it->second == edit.value) continue;
+      return Error{"container " + container + " sets " + edit.key +
+                       " in its env:, which would override what its slice was given (" + edit.key +
+                       "=" + edit.value + "): remove it (docs/enforcement.md)",
+                   Code::kFailedPrecondition};
+    }
+  }
+  return edits;
+}
+
+}  // namespace
 
 std::optional<RunAs> RunAsOf(const Json& pod, const std::string& container) {
   std::optional<uid_t> uid;
@@ -207,9 +257,11 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
     auto wanted = ParseSlicing(setting(kSlicingSetting));
     const bool nvidia = id.manufacturer == "nvidia";
     const auto control = nvidia ? FindMpsControl(setting(kMpsControlSetting)) : std::nullopt;
-    plugin.slicing = wanted
-                         ? ResolveSlicing(*wanted, plugin.source.has_value(), control.has_value())
-                         : Slicing::kNone;
+    // `auto` takes MPS only where its clients can surely reach the server.
+    const HostIpc ipc = control ? HostIpcOf(options_.proc_root) : HostIpc::kUnknown;
+    plugin.slicing = wanted ? ResolveSlicing(*wanted, plugin.source.has_value(),
+                                             control.has_value() && ipc == HostIpc::kShared)
+                            : Slicing::kNone;
     if (plugin.slicing != Slicing::kMps) plugin.mps.reset();
     if (!wanted) {
       state.message = "slices are counted, not enforced: the node setting " +
@@ -221,7 +273,10 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
                                 plugin.enforcer.name +
                                 " has no source on this node (set plugins.config." +
                                 id.manufacturer + ".enforcer, docs/enforcement.md)" +
-                                (nvidia ? ", and MPS's nvidia-cuda-mps-control is not here" : "");
+                                (!nvidia   ? ""
+                                 : control ? ", and MPS needs the device manager in the host's "
+                                             "IPC namespace (deviceManager.hostIPC)"
+                                           : ", and MPS's nvidia-cuda-mps-control is not here");
     } else if (plugin.slicing == Slicing::kMps) {
       if (!nvidia || !control) {
         state.message =
@@ -231,6 +286,12 @@ void SliceEnforcement::Prepare(const std::vector<runtime::PluginStatus>& plugins
                                           ? std::string()
                                           : " (mps_control " + setting(kMpsControlSetting) + ")")
                                : "MPS is NVIDIA's");
+        plugin.slicing = Slicing::kNone;
+      } else if (ipc == HostIpc::kSeparate) {
+        state.message =
+            "slices are counted, not enforced: slicing is mps, and the device manager does not "
+            "share the host's IPC namespace, where sliced Pods reach the server (set "
+            "deviceManager.hostIPC, docs/enforcement.md)";
         plugin.slicing = Slicing::kNone;
       } else {
         if (!plugin.mps || plugin.mps->control() != *control)
@@ -348,7 +409,7 @@ Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
          .read_only = false}};
     for (sdk::ContainerEdit& e : MpsEnv(budget.memory_mib, budget.cores_percentage))
       edits.push_back(std::move(e));
-    return edits;
+    return UnlessOverridden(pod, container, granted, std::move(edits));
   }
   const std::string uid = pod["metadata"].value("uid", "");
   if (!SafeComponent(uid) || !SafeComponent(container)) {
@@ -381,10 +442,11 @@ Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
                      "'s enforcer: " + ec.message(),
                  Code::kUnavailable};
   }
-  // Nobody but the container's user may look in; the image's user is unknown until it runs, so
-  // the directories above it may be crossed but not listed.
-  fs::permissions(workdir.parent_path().parent_path(), fs::perms(0711), ec);
-  fs::permissions(workdir.parent_path(), fs::perms(0711), ec);
+  // Nobody but the container's user may look in. The runtime mounts it as root, so the
+  // directories above it are root's alone: no user of the node can reach a 0777 directory (nor
+  // run a setuid file a container left there).
+  fs::permissions(workdir.parent_path().parent_path(), fs::perms(0700), ec);
+  fs::permissions(workdir.parent_path(), fs::perms(0700), ec);
   if (auto run_as = RunAsOf(pod, container)) {
     if (::chown(workdir.c_str(), run_as->uid, run_as->gid.value_or(static_cast<gid_t>(-1))) != 0) {
       return Error{"cannot give " + workdir.string() + " to uid " + std::to_string(run_as->uid) +
@@ -405,7 +467,8 @@ Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(
   }
   for (auto& [key, value] : DefaultEnvFor(plugin.enforcer, pod, container, granted))
     edits.push_back({.kind = GPUSTACK_EDIT_ENV, .key = key, .value = value});
-  return edits;
+  if (plugin.slicing == Slicing::kNone) return edits;  // nothing binds the budget here anyway
+  return UnlessOverridden(pod, container, granted, std::move(edits));
 }
 
 size_t SliceEnforcement::Reclaim(const std::function<bool(const std::string&)>& keep) {

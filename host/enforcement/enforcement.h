@@ -84,6 +84,7 @@ struct Options {
   std::filesystem::path data_dir = "/var/lib/gpustack";       // as this process sees it
   std::filesystem::path host_data_dir = "/var/lib/gpustack";  // as the kubelet sees it
   uid_t trusted_uid = ::geteuid();  // besides root, who may own an enforcer's source files
+  std::filesystem::path proc_root = "/proc";  // the host's /proc: is this the host's IPC?
 };
 
 // Whether a manufacturer's slice budgets bind in their containers.

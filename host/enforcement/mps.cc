@@ -1,5 +1,7 @@
 #include "host/enforcement/mps.h"
 
+#include <thread>
+
 #include "host/common/logging.h"
 #include "host/enforcement/process.h"
 
@@ -33,6 +35,17 @@ Slicing ResolveSlicing(Slicing wanted, bool enforcer_has_source, bool mps_availa
   if (wanted != Slicing::kAuto) return wanted;
   if (enforcer_has_source) return Slicing::kPreload;
   return mps_available ? Slicing::kMps : Slicing::kNone;
+}
+
+HostIpc HostIpcOf(const fs::path& proc_root) {
+  std::error_code self_error, host_error;
+  const fs::path self = fs::read_symlink("/proc/self/ns/ipc", self_error);
+  if (self_error) return HostIpc::kUnknown;
+  const fs::path host = fs::read_symlink(proc_root / "1" / "ns" / "ipc", host_error);
+  if (!host_error) return self == host ? HostIpc::kShared : HostIpc::kSeparate;
+  // The host's init cannot be looked at (that needs CAP_SYS_PTRACE): the kernel's initial IPC
+  // namespace (PROC_IPC_INIT_INO) is the host's, whatever else may be.
+  return self == kInitialIpcNamespace ? HostIpc::kShared : HostIpc::kUnknown;
 }
 
 std::optional<fs::path> FindMpsControl(const std::string& configured) {
@@ -90,6 +103,15 @@ bool MpsDaemons::Running(const std::string& card) const {
   return static_cast<bool>(Ask(card, "get_server_list\n"));
 }
 
+bool MpsDaemons::RunningBecomes(const std::string& card, bool wanted) const {
+  const auto until = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    if (Running(card) == wanted) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 Status MpsDaemons::Ensure(const std::string& card) {
   if (card.empty() || card.find('/') != std::string::npos || card == "." || card == "..")
     return Error{"card id \"" + card + "\" cannot name an MPS directory", Code::kInvalidArgument};
@@ -108,7 +130,8 @@ Status MpsDaemons::Ensure(const std::string& card) {
                      " -d exited " + std::to_string(started->exit_code) + ": " + started->output,
                  Code::kUnavailable};
   }
-  if (!Running(card)) {
+  // `-d` may return before the daemon listens.
+  if (!RunningBecomes(card, true)) {
     return Error{"the MPS control daemon of card " + card + " started but does not answer",
                  Code::kUnavailable};
   }
@@ -121,6 +144,9 @@ Status MpsDaemons::Stop(const std::string& card) {
   if (!Running(card)) return Ok{};
   auto asked = Ask(card, "quit\n");
   if (!asked) return asked.failure();
+  // Until it is gone, a slice arriving meanwhile would find a daemon that is on its way out.
+  if (!RunningBecomes(card, false))
+    return Error{"the MPS control daemon of card " + card + " still answers after quit"};
   Logger("enforcement")->info("MPS: control daemon of card {} stopped", card);
   return Ok{};
 }

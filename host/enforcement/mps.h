@@ -42,6 +42,13 @@ Slicing ResolveSlicing(Slicing wanted, bool enforcer_has_source, bool mps_availa
 // that exists; nullopt when none does.
 std::optional<std::filesystem::path> FindMpsControl(const std::string& configured);
 
+// Whether this process shares the host's IPC namespace (that of <proc_root>/1, the host's init
+// when the host's /proc is mounted there). An MPS server started outside it cannot be reached by
+// clients in the host's namespace (Pods with hostIPC), which would then run unbounded.
+enum class HostIpc { kShared, kSeparate, kUnknown };
+HostIpc HostIpcOf(const std::filesystem::path& proc_root);
+inline constexpr char kInitialIpcNamespace[] = "ipc:[4026531839]";
+
 // The container paths of a sliced container's MPS pipe directory.
 inline constexpr char kMpsPipeMount[] = "/var/run/gpustack/mps";
 
@@ -61,6 +68,8 @@ class MpsDaemons {
 
   // Whether card's control daemon answers.
   bool Running(const std::string& card) const;
+  // Whether Running(card) comes to `wanted` within the timeout (asked every 100 ms).
+  bool RunningBecomes(const std::string& card, bool wanted) const;
   // Starts card's control daemon unless it answers already (then it is adopted).
   Status Ensure(const std::string& card);
   // Asks card's control daemon to quit (its servers go when their clients do).

@@ -176,12 +176,37 @@ TEST_F(Staging, AStagedEnforcerIsMountedReadOnlyWithItsPreloadFileAndAWorkingDir
   const fs::path workdir = root_ / "data/operator/pods/uid-1/main";
   EXPECT_TRUE(fs::is_directory(workdir));
   EXPECT_EQ(fs::status(workdir).permissions() & fs::perms::all, fs::perms(0777));
-  EXPECT_EQ(fs::status(workdir.parent_path()).permissions() & fs::perms::all, fs::perms(0711));
+  // Root's alone above it: no user of the node reaches a 0777 directory a container filled.
+  EXPECT_EQ(fs::status(workdir.parent_path()).permissions() & fs::perms::all, fs::perms(0700));
   EXPECT_EQ(fs::status(root_ / "data/operator/pods").permissions() & fs::perms::all,
-            fs::perms(0711));
+            fs::perms(0700));
   int env = 0;
   for (const auto& e : *edits) env += e.kind == GPUSTACK_EDIT_ENV ? 1 : 0;
   EXPECT_EQ(env, 2);  // the two defaults; no workdir_env declared
+}
+
+// The kubelet puts the Pod's env after the device plugin's: a budget the container sets itself
+// would win, so a slice whose container does is refused, naming the variable.
+TEST_F(Staging, AContainerThatSetsItsOwnBudgetIsRefusedAndTheSameValueIsNot) {
+  SliceEnforcement enforcement = Make();
+  enforcement.Prepare({WithSource(Nvidia(HamiCore()))});
+  const std::vector<sdk::ContainerEdit> granted = {
+      {.kind = GPUSTACK_EDIT_ENV, .key = "CUDA_DEVICE_MEMORY_LIMIT_0", .value = "3276m"},
+      {.kind = GPUSTACK_EDIT_ENV, .key = "CUDA_DEVICE_ORDER", .value = "PCI_BUS_ID"}};
+  auto with_env = [&](Json env) {
+    return enforcement.EditsForSlice(
+        "nvidia", "GPU-1", PodWith({{"name", "main"}, {"env", std::move(env)}}), "main", granted);
+  };
+  auto raised = with_env({{{"name", "CUDA_DEVICE_MEMORY_LIMIT_0"}, {"value", "80000m"}}});
+  ASSERT_FALSE(raised);
+  EXPECT_EQ(raised.failure().code, Code::kFailedPrecondition);
+  EXPECT_NE(raised.error().find("CUDA_DEVICE_MEMORY_LIMIT_0"), std::string::npos) << raised.error();
+  auto referenced = with_env({{{"name", "CUDA_DEVICE_MEMORY_LIMIT_0"},
+                               {"valueFrom", {{"fieldRef", {{"fieldPath", "x"}}}}}}});
+  EXPECT_FALSE(referenced) << "a value it cannot see is taken as another";
+  auto same = with_env({{{"name", "CUDA_DEVICE_ORDER"}, {"value", "PCI_BUS_ID"}},
+                        {{"name", "LIBCUDA_LOG_LEVEL"}, {"value", "4"}}});
+  EXPECT_TRUE(same) << same.error();  // the same value, and a default the container may set
 }
 
 TEST_F(Staging, AVariantDirectoryInTheSourceWinsOverItsFlatFiles) {

@@ -60,6 +60,14 @@ class MpsLifecycle : public ::testing::Test {
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     return lines;
   }
+  // A /proc whose init is in the IPC namespace `ipc` ("ipc:[N]"), or in this process's.
+  fs::path HostProc(std::string ipc = "") {
+    if (ipc.empty()) ipc = fs::read_symlink("/proc/self/ns/ipc").string();
+    const fs::path proc = root_ / ("proc-" + ipc.substr(5, ipc.size() - 6));
+    fs::create_directories(proc / "1/ns");
+    fs::create_symlink(ipc, proc / "1/ns/ipc");
+    return proc;
+  }
   fs::path Script(const std::string& name, const std::string& body) {
     const fs::path path = root_ / name;
     std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
@@ -133,7 +141,8 @@ runtime::PluginStatus NvidiaWith(std::map<std::string, std::string> settings,
 }
 
 TEST_F(MpsLifecycle, UnderMpsASliceGetsItsCardsDaemonAndBudgetAndNeedsTheHostsIpc) {
-  SliceEnforcement enforcement({.data_dir = root_, .host_data_dir = "/host"});
+  SliceEnforcement enforcement(
+      {.data_dir = root_, .host_data_dir = "/host", .proc_root = HostProc()});
   enforcement.Prepare(
       {NvidiaWith({{"slicing", "mps"}, {"mps_control", GPUSTACK_FAKE_MPS_CONTROL}})});
   ASSERT_EQ(enforcement.States().at(0).binding, Binding::kBound) << enforcement.States()[0].message;
@@ -163,7 +172,8 @@ TEST_F(MpsLifecycle, UnderMpsASliceGetsItsCardsDaemonAndBudgetAndNeedsTheHostsIp
 }
 
 TEST_F(MpsLifecycle, WithoutMpsOrALibraryTheNodeSaysItsSlicesAreOnlyCounted) {
-  SliceEnforcement enforcement({.data_dir = root_, .host_data_dir = root_});
+  SliceEnforcement enforcement(
+      {.data_dir = root_, .host_data_dir = root_, .proc_root = HostProc()});
   auto message = [&](std::map<std::string, std::string> settings,
                      std::string manufacturer = "nvidia") {
     enforcement.Prepare({NvidiaWith(std::move(settings), std::move(manufacturer))});
@@ -181,6 +191,29 @@ TEST_F(MpsLifecycle, WithoutMpsOrALibraryTheNodeSaysItsSlicesAreOnlyCounted) {
   // auto: no library source, and MPS is here: MPS.
   enforcement.Prepare({NvidiaWith({{"mps_control", GPUSTACK_FAKE_MPS_CONTROL}})});
   EXPECT_EQ(enforcement.States().at(0).binding, Binding::kBound);
+}
+
+// An MPS server started outside the host's IPC namespace is out of reach of the Pods' clients
+// (which would run unbounded): `auto` does not take MPS there, and `mps` says why it cannot.
+TEST_F(MpsLifecycle, OutsideTheHostsIpcNamespaceMpsIsNotTakenAndTheNodeSaysWhy) {
+  const fs::path proc = HostProc("ipc:[1]");  // the host's init, in another namespace
+  EXPECT_EQ(HostIpcOf(proc), HostIpc::kSeparate);
+  EXPECT_EQ(HostIpcOf(HostProc()), HostIpc::kShared);
+  // Without the host's init to compare with, only the kernel's initial namespace is known to be
+  // the host's.
+  const bool initial = fs::read_symlink("/proc/self/ns/ipc") == kInitialIpcNamespace;
+  EXPECT_EQ(HostIpcOf(root_ / "no-proc"), initial ? HostIpc::kShared : HostIpc::kUnknown);
+
+  SliceEnforcement enforcement({.data_dir = root_, .host_data_dir = root_, .proc_root = proc});
+  enforcement.Prepare({NvidiaWith({{"mps_control", GPUSTACK_FAKE_MPS_CONTROL}})});
+  EXPECT_EQ(enforcement.States().at(0).binding, Binding::kCountedOnly);
+  EXPECT_NE(enforcement.States()[0].message.find("deviceManager.hostIPC"), std::string::npos)
+      << enforcement.States()[0].message;
+  enforcement.Prepare(
+      {NvidiaWith({{"slicing", "mps"}, {"mps_control", GPUSTACK_FAKE_MPS_CONTROL}})});
+  EXPECT_EQ(enforcement.States().at(0).binding, Binding::kCountedOnly);
+  EXPECT_NE(enforcement.States()[0].message.find("IPC namespace"), std::string::npos)
+      << enforcement.States()[0].message;
 }
 
 }  // namespace
