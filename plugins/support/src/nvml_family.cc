@@ -469,6 +469,7 @@ void NvmlFamilyPlugin::SampleMetrics(const sdk::MetricsRequest& request, sdk::Me
     s.timestamp_ns = host_.NowNs();
     if (card->handle == nullptr) {  // it did not answer at the last discovery
       s.health = GPUSTACK_HEALTH_UNHEALTHY;
+      if (request.include_processes) s.process_listing = GPUSTACK_PROCESS_LISTING_DRIVER_ERROR;
       sink.Add(s);
       continue;
     }

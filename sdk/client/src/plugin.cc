@@ -651,6 +651,7 @@ Status Plugin::DestroyPartition(const sdk::DestroyPartitionRequest& request) {
 
 Result<MetricsSnapshot> Plugin::SampleMetrics(const sdk::MetricsRequest& request) {
   Collector<sdk::DeviceSample> devices;
+  devices.reader.minor = negotiated_.minor;
   Collector<sdk::ProcessSample> processes;
   // One sink, two collectors: host_data reaches both.
   struct Both {

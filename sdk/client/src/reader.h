@@ -39,6 +39,7 @@ struct Reader {
   std::vector<std::string> warnings;
   size_t structs_read = 0;  // in this call, against kMaxStructsPerCall
   size_t bytes_read = 0;    // of strings and arrays in this call, against kMaxBytesPerCall
+  uint32_t minor = GPUSTACK_PLUGIN_ABI_MINOR;  // negotiated: fields of a later minor are not read
 
   void Fail(const std::string& what) {
     if (problem.empty()) problem = what;
@@ -271,12 +272,15 @@ struct Reader {
         Figure(s.temperature_celsius, kMinCelsius, kMaxCelsius, card, "temperature (°C)");
     out.power_watts = Figure(s.power_watts, 0, kMaxWatts, card, "power (W)");
     out.health = Health(s.health, "sample.health");
-    // Reserved (0) before 1.4, so an older plugin's sample reads as COMPLETE.
-    if (s.process_listing < GPUSTACK_PROCESS_LISTING_COMPLETE ||
-        s.process_listing > GPUSTACK_PROCESS_LISTING_TRUNCATED) {
-      Fail("sample.process_listing " + std::to_string(s.process_listing) + " is not a known value");
+    // Reserved before 1.4: an older plugin's sample reads as COMPLETE, whatever it left there.
+    if (minor >= 4) {
+      if (s.process_listing < GPUSTACK_PROCESS_LISTING_COMPLETE ||
+          s.process_listing > GPUSTACK_PROCESS_LISTING_TRUNCATED) {
+        Fail("sample.process_listing " + std::to_string(s.process_listing) +
+             " is not a known value");
+      }
+      out.process_listing = s.process_listing;
     }
-    out.process_listing = s.process_listing;
     return out;
   }
 

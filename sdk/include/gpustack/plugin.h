@@ -745,7 +745,7 @@ typedef struct gpustack_measurement {
  * before 1.4 sends) means every process on the card is among this call's process samples: none
  * means measured idle. Any other value says why the list is missing or partial; the host then
  * ignores the card's process samples and reports its per-process figures as unmeasured. A host
- * before 1.4 reads the field as reserved and ignores it. */
+ * before 1.4 ignores the field, and a 1.4 host reads it only from a plugin negotiated at 1.4. */
 typedef int32_t gpustack_process_listing;
 enum {
   GPUSTACK_PROCESS_LISTING_COMPLETE = 0,
