@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "enforcement_e2e"))
 import testbed  # noqa: E402
-from enforcement_e2e_test import daemon_log, report_of  # noqa: E402
-from instance_e2e_test import get, kubectl, pool_named, say, wait  # noqa: E402
+from enforcement_e2e_test import daemon_log, report_of, t4_entrance  # noqa: E402
+from instance_e2e_test import get, kubectl, say, wait  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
@@ -68,12 +68,7 @@ class Cdi(unittest.TestCase):
         cls.addClassCleanup(lambda: os.path.exists(SPEC) and os.remove(SPEC))
         testbed.install_local_chart(
             REPO, BUILD, ["gpustack-operator", "gpustack-ssh-server", "gpustack-plugin-example"])
-        t4 = wait("the T4 pool", lambda: pool_named(
-            lambda t: "t4" in (t.get("spec", {}).get("acceleratorGroup") or "").lower()
-            and t.get("status", {}).get("entrance")))
-        cls.queue = get("instancetypes", t4)["status"]["entrance"]
-        wait(f"the entrance {cls.queue} in {NS}",
-             lambda: cls.queue in kubectl("get", "localqueues", "-n", NS, "-o", "name").stdout)
+        cls.queue = t4_entrance()
 
     def tearDown(self):
         kubectl("delete", "pod", "-n", NS, "cdi-a", "cdi-b", "--ignore-not-found", "--wait=true",

@@ -99,6 +99,17 @@ def slice_pod(name, queue, env=()):
                                      "resources": {"limits": limits, "requests": limits}}]}}
 
 
+def t4_entrance():
+    """The LocalQueue the T4 pool admits through, once it exists in NS."""
+    t4 = wait("the T4 pool", lambda: pool_named(
+        lambda t: "t4" in (t.get("spec", {}).get("acceleratorGroup") or "").lower()
+        and t.get("status", {}).get("entrance")))
+    queue = get("instancetypes", t4)["status"]["entrance"]
+    wait(f"the entrance {queue} in {NS}",
+         lambda: queue in kubectl("get", "localqueues", "-n", NS, "-o", "name").stdout)
+    return queue
+
+
 def report_of(name):
     """The Pod's `key=value` lines once it printed them all; None before."""
     done = kubectl("logs", "-n", NS, name, check=False)
@@ -137,12 +148,7 @@ class Enforcement(unittest.TestCase):
                 REPO, BUILD, ["gpustack-operator", "gpustack-ssh-server", "gpustack-plugin-example"])
         say("building and importing the test image")
         build_image()
-        t4 = wait("the T4 pool", lambda: pool_named(
-            lambda t: "t4" in (t.get("spec", {}).get("acceleratorGroup") or "").lower()
-            and t.get("status", {}).get("entrance")))
-        cls.queue = get("instancetypes", t4)["status"]["entrance"]
-        wait(f"the entrance {cls.queue} in {NS}",
-             lambda: cls.queue in kubectl("get", "localqueues", "-n", NS, "-o", "name").stdout)
+        cls.queue = t4_entrance()
 
     def tearDown(self):
         kubectl("delete", "pod", "-n", NS, "enforced-a", "enforced-b", "--ignore-not-found",
