@@ -24,4 +24,14 @@ std::string StringAt(const nlohmann::json& object, JsonPath path) {
   return at.is_string() ? at.get<std::string>() : std::string();
 }
 
+bool BoolAt(const nlohmann::json& object, JsonPath path, bool fallback) {
+  const nlohmann::json& at = JsonAt(object, path);
+  return at.is_boolean() ? at.get<bool>() : fallback;
+}
+
+int64_t IntAt(const nlohmann::json& object, JsonPath path, int64_t fallback) {
+  const nlohmann::json& at = JsonAt(object, path);
+  return at.is_number_integer() ? at.get<int64_t>() : fallback;
+}
+
 }  // namespace gpustack

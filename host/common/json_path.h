@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -21,6 +22,11 @@ const nlohmann::json& JsonAt(const nlohmann::json& object, JsonPath path);
 const nlohmann::json* ObjectAt(const nlohmann::json& object, JsonPath path);
 // The string at `path`; empty when it is absent or not a string.
 std::string StringAt(const nlohmann::json& object, JsonPath path);
+// The boolean at `path`; `fallback` when it is absent or not a boolean. nlohmann's value() throws
+// on a type mismatch instead, and a mutating webhook sees a user's object before the schema does.
+bool BoolAt(const nlohmann::json& object, JsonPath path, bool fallback = false);
+// The integer at `path`; `fallback` when it is absent or not an integer.
+int64_t IntAt(const nlohmann::json& object, JsonPath path, int64_t fallback = 0);
 
 }  // namespace gpustack
 

@@ -86,7 +86,7 @@ std::optional<std::pair<std::string, size_t>> FindContainer(const Json& spec,
     auto it = spec.find(list);
     if (it == spec.end() || !it->is_array()) continue;
     for (size_t i = 0; i < it->size(); ++i) {
-      if ((*it)[i].is_object() && (*it)[i].value("name", "") == name) return {{list, i}};
+      if ((*it)[i].is_object() && StringAt((*it)[i], {"name"}) == name) return {{list, i}};
     }
   }
   return std::nullopt;
@@ -159,7 +159,7 @@ std::variant<PodFacts, Verdict> ReadPod(const AdmissionRequest& request,
   const Json& it = *facts.instance_type;
   const std::string it_name = StringAt(it, {"metadata", "name"});
   const std::string& base = facts.requests.front().request.base;
-  if (!it.value("spec", Json::object()).value("acceleratable", false)) {
+  if (!BoolAt(it, {"spec", "acceleratable"})) {
     return Deny(403, "metadata.labels[" + std::string(kQueueNameLabel) + "]: Forbidden: queue " +
                          facts.queue + " fronts the CPU-only InstanceType " + it_name +
                          ", which has no " + base +
@@ -182,8 +182,7 @@ bool QuotaReserved(const Json& workload) {
   if (status == nullptr) return false;
   if (status->contains("admission")) return true;
   for (const Json& c : status->value("conditions", Json::array())) {
-    if (c.is_object() && c.value("type", "") == "QuotaReserved" && c.value("status", "") == "True")
-      return true;
+    if (StringAt(c, {"type"}) == "QuotaReserved" && StringAt(c, {"status"}) == "True") return true;
   }
   return false;
 }
@@ -266,7 +265,7 @@ ledger::FoldContext FoldContextOf(const Json* instance_type) {
     for (const Json& p : physical->value("profiles", Json::array())) {
       if (!p.is_object()) continue;
       ledger::PartitionProfile profile;
-      profile.name = p.value("name", "");
+      profile.name = StringAt(p, {"name"});
       profile.memory_mib = mib(p, "memoryMib");
       if (!profile.name.empty()) fold.offered_profiles.push_back(std::move(profile));
     }
@@ -293,10 +292,9 @@ bool AddRequiredGt(Json& pod_spec, const std::string& key, int64_t value) {
     if (std::find(expressions.begin(), expressions.end(), requirement) != expressions.end())
       continue;
     // One requirement per fit key: a stale value (a Workload updated) is replaced.
-    expressions.erase(
-        std::remove_if(expressions.begin(), expressions.end(),
-                       [&](const Json& e) { return e.is_object() && e.value("key", "") == key; }),
-        expressions.end());
+    expressions.erase(std::remove_if(expressions.begin(), expressions.end(),
+                                     [&](const Json& e) { return StringAt(e, {"key"}) == key; }),
+                      expressions.end());
     expressions.push_back(requirement);
     changed = true;
   }
@@ -315,6 +313,7 @@ Verdict MutatePod(const AdmissionRequest& request, const AdmissionView& view) {
     if (!where) continue;
     Json& container = spec[where->first][where->second];
     Json resources = container.value("resources", Json::object());
+    if (!resources.is_object()) resources = Json::object();
     bool changed = false;
     for (const auto& [key, value] : DerivedKeys(r.request)) {
       for (const char* section : {"limits", "requests"}) {
@@ -432,7 +431,7 @@ Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&
     return Allow();  // validation says why
   const Json& spec = *spec_at;
   Verdict verdict;
-  std::string general = spec.value("generalGroup", "");
+  std::string general = StringAt(spec, {"generalGroup"});
   if (general.empty()) {
     general = "generic";
     verdict.patch.push_back({{"op", "add"}, {"path", "/spec/generalGroup"}, {"value", general}});
@@ -440,12 +439,12 @@ Verdict MutateInstanceType(const AdmissionRequest& request, const AdmissionView&
   Json labels = object.value("metadata", Json::object()).value("labels", Json::object());
   if (!labels.is_object()) labels = Json::object();
   const Json before = labels;
-  const bool acceleratable = spec.value("acceleratable", false);
+  const bool acceleratable = BoolAt(spec, {"acceleratable"});
   auto stamp = [&](const std::string& key, const std::string& value) { labels[key] = value; };
   if (spec.contains("os") && spec["os"].is_string()) stamp("kubernetes.io/os", spec["os"]);
   if (spec.contains("arch") && spec["arch"].is_string()) stamp("kubernetes.io/arch", spec["arch"]);
   stamp(kAcceleratableLabel, acceleratable ? "true" : "false");
-  const std::string akey = spec.value("acceleratorGroup", "");
+  const std::string akey = StringAt(spec, {"acceleratorGroup"});
   if (acceleratable && !akey.empty()) stamp(kAcceleratablePrefix + akey, "true");
   if (general != "generic") stamp(kGeneralPrefix + general, "true");
   if (const std::string name = StringAt(object, {"metadata", "name"}); !name.empty())
@@ -489,7 +488,7 @@ Verdict ValidateInstanceType(const AdmissionRequest& request, const AdmissionVie
     return Deny(400, "spec.displayName: Too long: may not be longer than 64");
   if (auto d = text("description"); d && d->size() > 1024)
     return Deny(400, "spec.description: Too long: may not be longer than 1024");
-  const bool acceleratable = spec->value("acceleratable", false);
+  const bool acceleratable = BoolAt(*spec, {"acceleratable"});
   const auto group = text("acceleratorGroup");
   if (acceleratable && (!group || group->empty()))
     return Deny(400,
@@ -572,13 +571,13 @@ int64_t UnitShareMilli(const InstanceAsk& ask, const Json& type) {
 
 InstanceAsk AskOf(const Json& resources) {
   InstanceAsk ask;
-  if (resources.contains("accelerator")) {
+  if (resources.is_object() && resources.contains("accelerator")) {
     ask.accelerator_given = true;
     ask.accelerator = kube::WholeOf(resources["accelerator"]).value_or(-1);
   }
-  ask.memory_percentage = resources.value("acceleratorSlicedMemoryPercentage", int64_t{0});
-  ask.cores_percentage = resources.value("acceleratorSlicedCoresPercentage", int64_t{0});
-  ask.profile = resources.value("acceleratorPartitionedProfile", "");
+  ask.memory_percentage = IntAt(resources, {"acceleratorSlicedMemoryPercentage"});
+  ask.cores_percentage = IntAt(resources, {"acceleratorSlicedCoresPercentage"});
+  ask.profile = StringAt(resources, {"acceleratorPartitionedProfile"});
   return ask;
 }
 
@@ -631,7 +630,7 @@ Verdict MutateInstance(const AdmissionRequest& request, const AdmissionView& vie
     return Verdict{};
   const Json* spec = ObjectAt(request.object, {"spec"});
   if (spec == nullptr || !view.instance_type_by_name) return Verdict{};
-  auto type = view.instance_type_by_name(spec->value("type", ""));
+  auto type = view.instance_type_by_name(StringAt(*spec, {"type"}));
   if (!type) return Verdict{};  // validation names it
   const Json before = spec->value("resources", Json::object());
   if (!before.is_object()) return Verdict{};
@@ -663,7 +662,7 @@ using InstanceRule = std::optional<Verdict> (*)(const InstanceCase&);
 
 // A running Instance's Pod template is fixed: it stops before it changes.
 std::optional<Verdict> RunningTemplateIsFixed(const InstanceCase& c) {
-  if (c.old_spec == nullptr || c.old_spec->value("stop", false)) return std::nullopt;
+  if (c.old_spec == nullptr || BoolAt(*c.old_spec, {"stop"})) return std::nullopt;
   for (const char* field : kTemplateFields) {
     if (c.spec.value(field, Json()) != c.old_spec->value(field, Json())) {
       return Deny(403, std::string("spec.") + field +
@@ -677,7 +676,7 @@ std::optional<Verdict> RunningTemplateIsFixed(const InstanceCase& c) {
 
 // A stopped Instance starts again only once it has stopped.
 std::optional<Verdict> StartsOnlyWhenStopped(const InstanceCase& c) {
-  if (c.old_spec == nullptr || !c.old_spec->value("stop", false) || c.spec.value("stop", false))
+  if (c.old_spec == nullptr || !BoolAt(*c.old_spec, {"stop"}) || BoolAt(c.spec, {"stop"}))
     return std::nullopt;
   const std::string phase = StringAt(*c.old_object, {"status", "phase"});
   if (phase == "Stopped") return std::nullopt;
@@ -687,8 +686,8 @@ std::optional<Verdict> StartsOnlyWhenStopped(const InstanceCase& c) {
 }
 
 std::optional<Verdict> PrivilegedNeedsTheSetting(const InstanceCase& c) {
-  if (!c.spec.value("privileged", false) || c.view.settings.instance_privileged_allowed ||
-      (c.old_spec != nullptr && c.old_spec->value("privileged", false)))
+  if (!BoolAt(c.spec, {"privileged"}) || c.view.settings.instance_privileged_allowed ||
+      (c.old_spec != nullptr && BoolAt(*c.old_spec, {"privileged"})))
     return std::nullopt;
   return Deny(403,
               "spec.privileged: Forbidden: privileged Instances are not allowed here (an "
@@ -844,7 +843,7 @@ bool TakesAGrant(const InstanceCase& c) {
   return c.old_spec == nullptr ||
          c.spec.value("type", Json()) != c.old_spec->value("type", Json()) ||
          c.spec.value("resources", Json()) != c.old_spec->value("resources", Json()) ||
-         (c.old_spec->value("stop", false) && !c.spec.value("stop", false));
+         (BoolAt(*c.old_spec, {"stop"}) && !BoolAt(c.spec, {"stop"}));
 }
 
 }  // namespace
@@ -861,7 +860,7 @@ Verdict ValidateInstance(const AdmissionRequest& request, const AdmissionView& v
   for (InstanceRule rule : kLifecycleRules)
     if (auto denied = rule(c)) return *denied;
   if (!TakesAGrant(c)) return Verdict{};
-  c.type_name = spec->value("type", "");
+  c.type_name = StringAt(*spec, {"type"});
   auto type = view.instance_type_by_name ? view.instance_type_by_name(c.type_name) : nullptr;
   if (!type)
     return Deny(400, "spec.type: Not found: \"" + c.type_name +

@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   using Rule = op::Verdict (*)(const op::AdmissionRequest&, const op::AdmissionView&);
   for (Rule rule : {&op::MutatePod, &op::ValidatePod, &op::MutateWorkload, &op::MutateInstanceType,
-                    &op::ValidateInstanceType}) {
+                    &op::ValidateInstanceType, &op::MutateInstance, &op::ValidateInstance}) {
     const op::Verdict verdict = rule(*request, view);
     const Json answer = Json::parse(op::EncodeReview(request->uid, verdict), nullptr, false);
     if (answer.is_discarded() || answer["response"]["uid"] != request->uid)

@@ -568,6 +568,27 @@ TEST(InstanceWebhooks, DefaultsScaleTheUnitByWhatTheInstanceTakes) {
       MutateInstance(Create(Instance("nope", Json::object())), InstanceView()).patch.empty());
 }
 
+// A mutating webhook runs before the schema is checked: a field of the wrong type must not throw
+// (a 500 would hide the schema's own message), it reads as unset (the fuzzer's finding).
+TEST(InstanceTypeWebhooks, DefaultingReadsAWronglyTypedFieldAsUnset) {
+  Json object = InstanceType(kCustomSpec);
+  object["spec"]["generalGroup"] = Json::object();
+  object["spec"]["acceleratable"] = "yes";
+  object["spec"]["acceleratorGroup"] = 7;
+  const Verdict verdict = MutateInstanceType(Create(object), View());
+  EXPECT_TRUE(verdict.allowed);
+  const Json out = Patched(object, verdict);
+  EXPECT_EQ(out["spec"]["generalGroup"], "generic");
+  EXPECT_EQ(out["metadata"]["labels"]["feature.gpustack.ai/acceleratable"], "false");
+
+  Json instance = Instance("a10g", Json::object());
+  instance["spec"]["resources"] = "all of it";
+  instance["spec"]["stop"] = "no";
+  EXPECT_TRUE(MutateInstance(Create(instance), InstanceView()).patch.empty());
+  instance["spec"]["resources"] = {{"acceleratorSlicedMemoryPercentage", "20"}};
+  EXPECT_NO_THROW(ValidateInstance(Create(instance), InstanceView()));
+}
+
 TEST(InstanceWebhooks, ResourcesMustMakeSenseOnThePool) {
   auto message = [](const std::string& type, Json resources) {
     return ValidateInstance(Create(Instance(type, std::move(resources))), InstanceView()).message;
