@@ -7,6 +7,7 @@
 
 #include "host/cmd/command.h"
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 #include "host/common/text.h"
 #include "host/runtime/watchdog.h"
 
@@ -16,10 +17,10 @@ namespace {
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
 
+// On the signal thread (ReceiveStopSignals), before the process stop is asked.
 void OnSignal(int signal) {
   g_signal = signal;
   g_stop = true;
-  runtime::RequestStop();  // a caller waiting on a plugin gives up its call at once
 }
 
 }  // namespace
@@ -54,8 +55,7 @@ std::unique_ptr<kube::Client> ConnectToKubernetes(const kube::ClientOptions& opt
 int main(int argc, char** argv) {
   namespace cmd = gpustack::cmd;
   // First of all: a stop asked for while starting (a DaemonSet rolled at once) is still clean.
-  std::signal(SIGINT, cmd::OnSignal);
-  std::signal(SIGTERM, cmd::OnSignal);
+  gpustack::ReceiveStopSignals(cmd::OnSignal);
   CLI::App app{"GPUStack Operator: share accelerators between Kubernetes workloads"};
   app.require_subcommand(1);
   std::string log_level = "warn";

@@ -10,6 +10,7 @@
 
 #include "host/cmd/command.h"
 #include "host/common/json_path.h"
+#include "host/common/process_stop.h"
 #include "host/common/text.h"
 #include "host/common/yaml.h"
 #include "host/device_manager/detect.h"
@@ -200,13 +201,10 @@ struct MonitorCommand {
     return failed ? 1 : 0;
   }
 
-  // Sleeps the interval in short steps so Ctrl-C stops promptly; false when it did.
+  // Sleeps the interval, or less when Ctrl-C stops it; false when it did.
   bool Wait() const {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(interval);
-    while (!StopRequested() && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return !StopRequested();
+    return SleepUnlessStopped(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(interval)));
   }
 
   // False when stdout no longer takes the output.
@@ -307,7 +305,7 @@ struct ServeCommand {
       return kBadInput;
     }
     options.injection = *strategies;
-    return node::RunDaemon(**runtime, *client, options, StopRequested());
+    return node::RunDaemon(**runtime, *client, options, ProcessStopToken());
   }
 
   // The daemon's options from the flags and the environment.

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "host/common/process_stop.h"
+
 namespace gpustack::enforcement {
 namespace {
 
@@ -59,9 +61,13 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&actions, out.fd, STDERR_FILENO);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  // Its own process group, so a timeout kills what it started in the foreground too.
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  // Its own process group, so a timeout kills what it started in the foreground too; and the
+  // stop signals unblocked, which the daemon's threads keep blocked (host/common/process_stop.h).
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attributes, 0);
+  sigset_t mask;
+  UnblockedSignalMask(&mask);
+  posix_spawnattr_setsigmask(&attributes, &mask);
   auto args = Pointers(argv);
   auto environment = Pointers(env);
   pid_t pid = 0;

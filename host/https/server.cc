@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 
 namespace gpustack::https {
 namespace {
@@ -453,7 +454,10 @@ Status Server::Start() {
   s.port = s.acceptor->local_endpoint().port();
   asio::co_spawn(s.io, s.Accept(), asio::detached);
   for (int i = 0; i < std::max(1, s.options.threads); ++i)
-    s.threads.emplace_back([state = state_] { state->io.run(); });
+    s.threads.emplace_back([state = state_] {
+      NameThisThread("https");
+      state->io.run();
+    });
   return Ok{};
 }
 

@@ -1,6 +1,7 @@
 #include "host/kube/informer.h"
 
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 
 namespace gpustack::kube {
 namespace {
@@ -27,7 +28,10 @@ void Informer::AddIndexer(const std::string& name, IndexFunc index) {
 void Informer::AddEventHandler(EventHandler handler) { handlers_.push_back(std::move(handler)); }
 
 void Informer::Start() {
-  thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
+  thread_ = std::jthread([this](std::stop_token stop) {
+    NameThisThread("watch-" + type_.plural);
+    Run(stop);
+  });
 }
 
 void Informer::Stop() {

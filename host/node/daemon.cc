@@ -16,6 +16,7 @@
 #include "host/common/files.h"
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 #include "host/kube/informer.h"
 #include "host/node/metrics.h"
 #include "host/node/pod_directory.h"
@@ -25,12 +26,12 @@
 namespace gpustack::node {
 namespace {
 
-// Sleeps up to `duration`, waking early on stop (a signal cannot notify a condition variable).
-void Nap(std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
-  const auto until = std::chrono::steady_clock::now() + duration;
-  while (!stop && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+// Sleeps up to `duration`, waking at once on stop.
+void Nap(std::chrono::milliseconds duration, std::stop_token stop) {
+  std::mutex mutex;
+  std::condition_variable_any nap;
+  std::unique_lock lock(mutex);
+  nap.wait_for(lock, stop, duration, [] { return false; });
 }
 
 // The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
@@ -107,7 +108,7 @@ namespace {
 class Daemon {
  public:
   Daemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
-         const std::atomic<bool>& stop)
+         std::stop_token stop)
       : runtime_(runtime),
         client_(client),
         options_(options),
@@ -179,7 +180,7 @@ class Daemon {
   // it is rebuilt, so a restart cannot hand out a card a running Pod holds. False when stopped
   // first.
   bool RebuildLedger() {
-    for (int attempt = 0; !stop_; ++attempt) {
+    for (int attempt = 0; !stop_.stop_requested(); ++attempt) {
       const auto listed_at = std::chrono::steady_clock::now();
       auto listed = pods_.PodsOnNode();
       if (listed) {
@@ -280,9 +281,10 @@ class Daemon {
   // Metrics rounds on a thread of their own: a plugin or a kubelet slow to answer (the summary
   // may take seconds) never delays the loop's releases, on which the next Allocate depends.
   void SampleLoop(std::stop_token stop) {
+    NameThisThread("sampler");
     std::mutex nap_mutex;
     std::condition_variable_any nap;
-    while (!stop.stop_requested() && !stop_) {
+    while (!stop.stop_requested() && !stop_.stop_requested()) {
       // A failed round publishes only its verdict; a previous round is never carried forward.
       MetricsInput input = SampleRound();
       std::string text = RenderMetrics(input);
@@ -293,13 +295,7 @@ class Daemon {
       }
       const auto next = std::chrono::steady_clock::now() + options_.monitor_period;
       std::unique_lock lock(nap_mutex);
-      // A signal cannot notify a condition variable: stop_ is looked at once a second.
-      while (!stop_ && std::chrono::steady_clock::now() < next &&
-             !nap.wait_until(
-                 lock, stop,
-                 std::min(next, std::chrono::steady_clock::now() + std::chrono::seconds(1)),
-                 [] { return false; })) {
-      }
+      nap.wait_until(lock, stop, next, [] { return false; });  // Run() stops it first thing
     }
   }
 
@@ -392,9 +388,9 @@ class Daemon {
   int Loop() {
     next_discovery_ = std::chrono::steady_clock::now() + options_.discover_period;
     next_reconcile_ = std::chrono::steady_clock::now() + options_.reconcile_period;
-    while (!stop_) {
+    while (!stop_.stop_requested()) {
       std::set<std::string> gone = WaitForWork();
-      if (stop_) break;
+      if (stop_.stop_requested()) break;
       if (labels_changed_) {
         log_->warn(
             "the plugins.gpustack.ai/ labels of node {} changed: stopping, to start again with "
@@ -421,11 +417,8 @@ class Daemon {
   std::set<std::string> WaitForWork() {
     std::set<std::string> gone;
     std::unique_lock lock(wake_mutex_);
-    // A signal cannot notify a condition variable: stop is looked at once a second.
-    const auto until = std::min({next_discovery_, next_reconcile_,
-                                 std::chrono::steady_clock::now() + std::chrono::seconds(1)});
-    wake_.wait_until(lock, until, [this] {
-      return stop_ || dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty();
+    wake_.wait_until(lock, stop_, std::min(next_discovery_, next_reconcile_), [this] {
+      return dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty();
     });
     gone.swap(deleted_);
     return gone;
@@ -501,14 +494,14 @@ class Daemon {
           std::min(next_reconcile_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
       dirty_ = true;
       std::unique_lock lock(wake_mutex_);
-      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return bool(stop_); });
+      wake_.wait_for(lock, stop_, std::chrono::seconds(1), [] { return false; });
     }
   }
 
   runtime::NodeRuntime& runtime_;
   kube::Client& client_;
   const DaemonOptions& options_;
-  const std::atomic<bool>& stop_;
+  std::stop_token stop_;
   std::shared_ptr<spdlog::logger> log_;
   KubePodDirectory pods_;
   enforcement::SliceEnforcement enforcement_;
@@ -516,9 +509,9 @@ class Daemon {
   Allocator allocator_;
   TokenBoard board_;
   Publisher publisher_;
-  std::mutex wake_mutex_;  // guards deleted_, and is the wake-up's
-  std::condition_variable wake_;
-  std::set<std::string> deleted_;  // uids
+  std::mutex wake_mutex_;             // guards deleted_, and is the wake-up's
+  std::condition_variable_any wake_;  // waited for with stop_
+  std::set<std::string> deleted_;     // uids
   std::atomic<bool> dirty_{true}, pods_changed_{false}, labels_changed_{false};
   std::chrono::steady_clock::time_point next_discovery_, next_reconcile_;
 
@@ -544,7 +537,7 @@ class Daemon {
 }  // namespace
 
 int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
-              const std::atomic<bool>& stop) {
+              std::stop_token stop) {
   runtime.Discover();  // before the allocator and the tokens read what the plugins serve
   return Daemon(runtime, client, options, stop).Run();
 }

@@ -30,7 +30,7 @@ struct DaemonOptions {
   std::chrono::milliseconds discover_period{60'000};
   // A fresh list of the node's Pods, behind the watch that releases at once.
   std::chrono::milliseconds reconcile_period{30'000};
-  std::chrono::milliseconds health_poll{1'000};
+  std::chrono::milliseconds health_poll{5'000};
   // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.
   std::chrono::milliseconds monitor_period{15'000};
   // Where the host's processes are seen (--proc-root): the plugins name processes by host pid,
@@ -74,9 +74,9 @@ Result<int> LockNode(const std::filesystem::path& path);
 // serve one kubelet.
 Result<int> LockDirectory(const std::filesystem::path& path);
 
-// Serves until `stop` turns true; returns the process exit status (0 after a clean stop).
+// Serves until `stop` is asked; returns the process exit status (0 after a clean stop).
 int RunDaemon(runtime::NodeRuntime& runtime, kube::Client& client, const DaemonOptions& options,
-              const std::atomic<bool>& stop);
+              std::stop_token stop);
 
 }  // namespace gpustack::node
 

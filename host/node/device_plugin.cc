@@ -1,6 +1,7 @@
 #include "host/node/device_plugin.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 #include "proto/deviceplugin.grpc.pb.h"
 
 namespace gpustack::node {
@@ -16,6 +18,9 @@ namespace {
 
 constexpr const char* kHealthy = "Healthy";
 constexpr const char* kUnhealthy = "Unhealthy";
+constexpr int kIdlePollerWaitMs = 3'600'000;
+// A ListAndWatch stream waits for a change this long before it looks whether the kubelet left.
+constexpr std::chrono::seconds kStreamRecheck{60};
 
 grpc::Status ToGrpc(const Error& error) {
   return grpc::Status(static_cast<grpc::StatusCode>(error.code), error.message);
@@ -70,7 +75,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
                             grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
     uint64_t seen = 0;
     while (!stopping_ && !context->IsCancelled()) {
-      auto [version, tokens] = board_.Wait(resource_.name, seen, std::chrono::seconds(10));
+      auto [version, tokens] = board_.Wait(resource_.name, seen, kStreamRecheck);
       if (version == seen) continue;
       seen = version;
       v1beta1::ListAndWatchResponse response;
@@ -209,7 +214,13 @@ KubeletFrontEnd::~KubeletFrontEnd() { Stop(); }
 void KubeletFrontEnd::Start() {
   stop_ = false;
   Serve();
-  if (!watcher_.joinable()) watcher_ = std::thread([this] { Watch(); });
+  if (!watcher_.joinable()) {
+    if (wakeup_fd_ < 0) wakeup_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    watcher_ = std::thread([this] {
+      NameThisThread("kubelet-watch");
+      Watch();
+    });
+  }
 }
 
 // A new generation. The watcher calls it too, so it never touches stop_: a Stop() racing a
@@ -230,6 +241,9 @@ void KubeletFrontEnd::Serve() {
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+    // An idle poller wakes when its wait times out (10 s by default) only to wait again.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC,
+                                kIdlePollerWaitMs);
     auto server = builder.BuildAndStart();
     if (!server) {
       Logger("device-plugin")->error("{}: cannot serve on {}", resource.name, socket.string());
@@ -241,6 +255,7 @@ void KubeletFrontEnd::Serve() {
   }
   Generation* g = generation.get();
   g->registrar = std::thread([this, g, started] {
+    NameThisThread("registrar");
     const std::string kubelet =
         "unix://" + (options_.device_plugin_dir / options_.kubelet_socket).string();
     std::vector<bool> done(board_.resources().size(), false);
@@ -296,7 +311,10 @@ void KubeletFrontEnd::Serve() {
 
 void KubeletFrontEnd::Stop() {
   stop_ = true;
+  if (wakeup_fd_ >= 0) (void)eventfd_write(wakeup_fd_, 1);  // the watcher's poll returns
   if (watcher_.joinable()) watcher_.join();
+  if (wakeup_fd_ >= 0) close(wakeup_fd_);
+  wakeup_fd_ = -1;
   std::lock_guard lock(generation_mutex_);
   generation_.reset();
 }
@@ -313,8 +331,11 @@ void KubeletFrontEnd::Watch() {
   }
   alignas(inotify_event) char buffer[4096];
   while (!stop_) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) continue;  // stop is looked at once a second
+    // Blocks until the directory changes or Stop() writes the eventfd: no timeout to wake for.
+    pollfd p[2] = {{fd, POLLIN, 0}, {wakeup_fd_, POLLIN, 0}};
+    if (poll(p, wakeup_fd_ >= 0 ? 2 : 1, wakeup_fd_ >= 0 ? -1 : 1000) <= 0 ||
+        (p[0].revents & POLLIN) == 0)
+      continue;
     bool restart = false;
     for (;;) {
       const ssize_t n = read(fd, buffer, sizeof(buffer));

@@ -87,6 +87,7 @@ class KubeletFrontEnd {
   std::atomic<uint64_t> registered_{0};
   std::atomic<int64_t> last_registration_ms_{0};
   std::thread watcher_;
+  int wakeup_fd_ = -1;  // an eventfd: Stop() ends the watcher's poll
   std::mutex generation_mutex_;
 };
 

@@ -5,11 +5,14 @@
 #include <gpustack/client/manifest.hpp>
 
 #include <algorithm>
+#include <condition_variable>
 #include <ctime>
+#include <mutex>
 #include <set>
 
 #include "host/common/file_trust.h"
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 
 namespace gpustack::runtime {
 namespace {
@@ -97,7 +100,16 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::Open(RuntimeOptions options,
 NodeRuntime::~NodeRuntime() {
   StopHealthLoop();
   for (Running& r : running_) {
-    if (!r.backend->hung()) r.backend->Shutdown();
+    if (r.backend->hung()) continue;
+    // On the way out, a plugin still waiting for driver events (up to the poll's timeout) is not
+    // shut down under that wait: a library's shutdown would free what the wait uses, or wait for
+    // it. The process ends instead (its driver handles close with it) and the wait is abandoned.
+    if (StopRequested() && r.backend->polling()) {
+      Logger("runtime")->info("{}: not shut down: its health poll is still waiting",
+                              r.backend->identity().manufacturer);
+      continue;
+    }
+    r.backend->Shutdown();
   }
   running_.clear();
   if (journal_ != nullptr) journal_->Close();  // an abandoned call may still hold its mapping
@@ -534,7 +546,6 @@ Result<std::vector<sdk::DeviceNode>> NodeRuntime::DeviceNodes(const std::string&
 
 void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
                                   std::function<void()> on_change) {
-  health_stop_ = false;
   for (Running& r : running_) {
     const PluginStatus& status = report_.plugins[r.status];
     if (!status.identity || !status.identity->Has(GPUSTACK_CAP_HEALTH_EVENTS) ||
@@ -543,9 +554,18 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
     }
     GuardedBackend* backend = r.backend.get();
     const size_t index = r.status;
-    health_threads_.emplace_back([this, backend, index, poll_timeout, on_change] {
+    health_threads_.emplace_back([this, backend, index, poll_timeout, on_change,
+                                  thread_name = "health-" + status.name](std::stop_token own) {
+      NameThisThread(thread_name);
       const auto timeout = static_cast<uint32_t>(poll_timeout.count());
-      while (!health_stop_ && !StopRequested() && !backend->hung()) {
+      // Sleeps that end at once when the loop is stopped.
+      std::mutex nap_mutex;
+      std::condition_variable_any nap;
+      auto sleep_until = [&](std::chrono::steady_clock::time_point until) {
+        std::unique_lock lock(nap_mutex);
+        nap.wait_until(lock, own, until, [] { return false; });
+      };
+      while (!own.stop_requested() && !StopRequested() && !backend->hung()) {
         const auto asked = std::chrono::steady_clock::now();
         auto events = backend->PollHealthEvents(timeout);
         if (backend->hung()) {  // reported at once, not at the next discovery
@@ -555,14 +575,14 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
           break;
         }
         if (!events) {
-          if (health_stop_ || StopRequested()) break;  // interrupted on the way out: no news
+          if (own.stop_requested() || StopRequested()) break;  // interrupted on the way out
           Logger("runtime")->warn("health poll failed: {}", events.error());
-          std::this_thread::sleep_for(poll_timeout);  // bounded retry, never a busy loop
+          sleep_until(std::chrono::steady_clock::now() + poll_timeout);  // never a busy loop
           continue;
         }
         if (events->empty()) {
           // A plugin that answers at once instead of waiting its timeout is not polled flat out.
-          std::this_thread::sleep_until(asked + poll_timeout);
+          sleep_until(asked + poll_timeout);
           continue;
         }
         {
@@ -586,11 +606,8 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
 }
 
 void NodeRuntime::StopHealthLoop() {
-  health_stop_ = true;
-  for (std::thread& t : health_threads_) {
-    if (t.joinable()) t.join();
-  }
-  health_threads_.clear();
+  for (std::jthread& t : health_threads_) t.request_stop();
+  health_threads_.clear();  // joins
 }
 
 }  // namespace gpustack::runtime

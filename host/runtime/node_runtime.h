@@ -181,8 +181,7 @@ class NodeRuntime {
   std::unique_ptr<ledger::NodeLedger> ledger_;
   std::vector<Running> running_;
 
-  std::atomic<bool> health_stop_{false};
-  std::vector<std::thread> health_threads_;
+  std::vector<std::jthread> health_threads_;
 };
 
 }  // namespace gpustack::runtime

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 
 namespace gpustack::runtime {
 namespace {
 
-std::atomic<bool> g_stop{false};
 std::atomic<int> g_abandoned{0};
 
 void NoteAbandoned() { g_abandoned.fetch_add(1, std::memory_order_acq_rel); }
@@ -55,16 +55,16 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 }  // namespace
 
-void RequestStop() { g_stop.store(true, std::memory_order_release); }
-bool StopRequested() { return g_stop.load(std::memory_order_acquire); }
+void RequestStop() { RequestProcessStop(); }
+bool StopRequested() { return ProcessStopRequested(); }
 int AbandonedThreads() { return g_abandoned.load(std::memory_order_acquire); }
 
 struct GuardedBackend::Lane {
   // Shared with the lane's thread, which outlives the backend when a call hangs.
   struct State {
     std::mutex mutex;
-    std::condition_variable wake;  // a job arrived, or stop
-    std::condition_variable done;  // a job finished
+    std::condition_variable wake;      // a job arrived, or stop
+    std::condition_variable_any done;  // a job finished (waited for with the process's stop)
     // Jobs in order: one runs while the next waits when a caller gave up on a call (stop).
     std::deque<std::function<void()>> jobs;
     uint64_t submitted = 0;
@@ -72,11 +72,13 @@ struct GuardedBackend::Lane {
     bool stop = false;
   };
 
-  explicit Lane(CrashJournal::Slot* journal_slot) : slot(journal_slot) {}
+  Lane(CrashJournal::Slot* journal_slot, std::string thread_name)
+      : slot(journal_slot), name(std::move(thread_name)) {}
 
   void Start() {
     if (thread.joinable()) return;
-    thread = std::thread([s = state] {
+    thread = std::thread([s = state, name = name] {
+      NameThisThread(name);
       SignalStack alternate;
       std::unique_lock lock(s->mutex);
       for (;;) {
@@ -102,6 +104,7 @@ struct GuardedBackend::Lane {
   std::thread thread;  // started on first use
   std::mutex serial;   // one caller at a time on this lane
   CrashJournal::Slot* slot;
+  std::string name;  // of its thread: <manufacturer>-call or -poll
 };
 
 namespace {
@@ -128,8 +131,8 @@ GuardedBackend::GuardedBackend(std::unique_ptr<PluginBackend> inner, WatchdogOpt
                               : journal->Claim(identity_.manufacturer, options_.library,
                                                options_.library_identity);
   };
-  calls_ = std::make_unique<Lane>(claim());
-  polls_ = std::make_unique<Lane>(claim());
+  calls_ = std::make_unique<Lane>(claim(), identity_.manufacturer + "-call");
+  polls_ = std::make_unique<Lane>(claim(), identity_.manufacturer + "-poll");
   if (journal != nullptr) journal->NoteCode(calls_->slot);  // its own threads' faults, too
 }
 
@@ -161,6 +164,8 @@ GuardedBackend::~GuardedBackend() {
     if (options_.journal != nullptr) options_.journal->Release(lane->slot);
   }
 }
+
+bool GuardedBackend::polling() const { return polls_->Busy(); }
 
 std::string GuardedBackend::hung_reason() const {
   std::lock_guard lock(reason_mutex_);
@@ -210,18 +215,16 @@ R GuardedBackend::Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline
 
   const auto until = Clock::now() + deadline;
   std::unique_lock lock(lane.state->mutex);
-  while (lane.state->finished < ticket) {
-    const auto now = Clock::now();
-    if (stoppable && StopRequested()) {
-      // Not hung: the process is ending. The call runs on; shutdown waits for it briefly.
-      return Error{identity_.manufacturer + ": " + name + " interrupted: stopping",
-                   Code::kCancelled};
-    }
-    if (now >= until) break;
-    lane.state->done.wait_for(
-        lock, std::min<Clock::duration>(std::chrono::milliseconds(100), until - now));
+  auto finished = [&] { return lane.state->finished >= ticket; };
+  // The process's stop wakes the wait at once: nothing here wakes up only to look.
+  const bool done = stoppable
+                        ? lane.state->done.wait_until(lock, ProcessStopToken(), until, finished)
+                        : lane.state->done.wait_until(lock, until, finished);
+  if (!done && stoppable && StopRequested()) {
+    // Not hung: the process is ending. The call runs on; shutdown waits for it briefly.
+    return Error{identity_.manufacturer + ": " + name + " interrupted: stopping", Code::kCancelled};
   }
-  if (lane.state->finished >= ticket) return std::move(**result);
+  if (done) return std::move(**result);
   lock.unlock();
   const std::string abandoned = name + " did not return within " + Seconds(deadline);
   {
@@ -244,7 +247,7 @@ Result<std::unique_ptr<PluginBackend>> GuardedLoad(
   using Loaded = Result<std::unique_ptr<PluginBackend>>;
   struct State {  // shared with the loading thread, which may outlive this call
     std::mutex mutex;
-    std::condition_variable done;
+    std::condition_variable_any done;
     std::optional<Loaded> result;
   };
   *hung = false;
@@ -254,6 +257,7 @@ Result<std::unique_ptr<PluginBackend>> GuardedLoad(
           ? nullptr
           : options.journal->Claim(plugin, options.library, options.library_identity);
   std::thread thread([state, load = std::move(load), journal = options.journal, slot, plugin] {
+    NameThisThread("load-" + plugin);
     SignalStack alternate;
     if (journal != nullptr) journal->Enter(slot, Hook::kLoad);
     Loaded loaded = Error{"not loaded"};
@@ -269,11 +273,8 @@ Result<std::unique_ptr<PluginBackend>> GuardedLoad(
   });
   std::unique_lock lock(state->mutex);
   const auto until = Clock::now() + options.deadline;
-  while (!state->result && !StopRequested() && Clock::now() < until) {
-    state->done.wait_for(
-        lock, std::min<Clock::duration>(std::chrono::milliseconds(100), until - Clock::now()));
-  }
-  if (state->result) {
+  if (state->done.wait_until(lock, ProcessStopToken(), until,
+                             [&] { return bool(state->result); })) {
     Loaded loaded = std::move(*state->result);
     lock.unlock();
     thread.join();

@@ -56,6 +56,8 @@ class GuardedBackend final : public PluginBackend {
   // True once a call missed its deadline.
   bool hung() const { return hung_.load(std::memory_order_acquire); }
   std::string hung_reason() const;
+  // True while a health poll is still inside the plugin (one its caller gave up on, for a stop).
+  bool polling() const;
 
   const PluginIdentity& identity() const override { return identity_; }
   bool Provides(Hook hook) const override { return inner_->Provides(hook); }

@@ -13,7 +13,10 @@
 //   (GPUSTACK_FAKE_PROCESSES overrides a card's processes by uuid: see fake_fixture.h)
 #include <gpustack_support/nvml_api.h>
 
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -669,6 +672,32 @@ namespace {
 struct FakeEventSet : nv::EventSetOpaque {
   std::vector<nv::Device> devices;
   std::streamoff offset = 0;
+  int inotify = -1;  // on the events file, so that a wait blocks as the driver's does
+  ~FakeEventSet() {
+    if (inotify >= 0) ::close(inotify);
+  }
+  // Before the set reads where the file ends, so that no append falls between.
+  void Watch(const std::string& path) {
+    inotify = ::inotify_init1(IN_CLOEXEC);
+    if (inotify >= 0 && ::inotify_add_watch(inotify, path.c_str(), IN_MODIFY) < 0) {
+      ::close(inotify);
+      inotify = -1;
+    }
+  }
+  // Until the file changes or `until`; a file that cannot be watched is looked at every 50 ms.
+  void WaitForChange(std::chrono::steady_clock::time_point until) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (inotify < 0) {
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+      return;
+    }
+    pollfd p{inotify, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) > 0) {
+      alignas(inotify_event) char buffer[4096];
+      (void)::read(inotify, buffer, sizeof buffer);
+    }
+  }
 };
 std::string EventsPath() {
   const char* path = std::getenv("GPUSTACK_FAKE_NVML_EVENTS");
@@ -679,6 +708,7 @@ std::string EventsPath() {
 EXPORT nv::Return FN(EventSetCreate)(nv::EventSet* set) {
   GUARD("EventSetCreate");
   auto* created = new FakeEventSet();
+  if (!EventsPath().empty()) created->Watch(EventsPath());
   std::ifstream in(EventsPath(), std::ios::ate);
   created->offset = in ? static_cast<std::streamoff>(in.tellg()) : 0;
   *set = created;
@@ -707,7 +737,7 @@ EXPORT nv::Return FN(EventSetWait_v2)(nv::EventSet set, nv::EventData* data, uns
     // Opened only when the file has grown past what this set has read.
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || st.st_size <= events->offset) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      events->WaitForChange(until);
       continue;
     }
     std::ifstream in(path);

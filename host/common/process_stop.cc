@@ -1,0 +1,66 @@
+#include "host/common/process_stop.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace gpustack {
+namespace {
+
+std::stop_source& Source() {
+  static std::stop_source source;
+  return source;
+}
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+void ReceiveStopSignals(void (*on_signal)(int signal)) {
+  const sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set, on_signal] {
+    NameThisThread("gs-signals");
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set, &signal) != 0) continue;
+      on_signal(signal);
+      RequestProcessStop();
+    }
+  }).detach();  // blocked in sigwait to the process's end; it owns nothing
+}
+
+void UnblockedSignalMask(sigset_t* mask) {
+  pthread_sigmask(SIG_SETMASK, nullptr, mask);
+  sigdelset(mask, SIGINT);
+  sigdelset(mask, SIGTERM);
+}
+
+void RequestProcessStop() { Source().request_stop(); }
+bool ProcessStopRequested() { return Source().stop_requested(); }
+std::stop_token ProcessStopToken() { return Source().get_token(); }
+
+bool SleepUnlessStopped(std::chrono::milliseconds duration) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mutex);
+  wake.wait_for(lock, ProcessStopToken(), duration, [] { return false; });
+  return !ProcessStopRequested();
+}
+
+void NameThisThread(std::string_view name) {
+  const std::string truncated(name.substr(0, 15));
+  pthread_setname_np(pthread_self(), truncated.c_str());
+}
+
+}  // namespace gpustack
