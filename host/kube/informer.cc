@@ -114,6 +114,11 @@ void Informer::IndexLocked(const std::string& key, const Json* before, const Jso
   }
 }
 
+ObjectPtr Informer::Cached(Json object) const {
+  if (options_.transform) options_.transform(object);
+  return std::make_shared<const Json>(std::move(object));
+}
+
 void Informer::Upsert(ObjectPtr object) {
   std::string key = ObjectKey(*object);
   ObjectPtr before;
@@ -169,7 +174,7 @@ Status Informer::ListAndReplace(std::stop_token stop) {
   // Objects gone while we were not watching are deletions; changed ones are updates.
   std::set<std::string> listed;
   for (Json& item : list->items) {
-    auto object = std::make_shared<const Json>(std::move(item));
+    ObjectPtr object = Cached(std::move(item));
     std::string key = ObjectKey(*object);
     listed.insert(key);
     ObjectPtr current = Get(key);
@@ -242,10 +247,10 @@ void Informer::Run(std::stop_token stop) {
           switch (event.type) {
             case WatchEventType::kAdded:
             case WatchEventType::kModified:
-              Upsert(std::make_shared<const Json>(std::move(event.object)));
+              Upsert(Cached(std::move(event.object)));
               break;
             case WatchEventType::kDeleted: {
-              auto deleted = std::make_shared<const Json>(std::move(event.object));
+              ObjectPtr deleted = Cached(std::move(event.object));
               Remove(ObjectKey(*deleted), deleted);
               break;
             }

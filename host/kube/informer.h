@@ -44,6 +44,9 @@ struct InformerOptions {
   int watch_timeout_seconds = 300;
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{30000};
+  // Trims each object before it is cached and handed to the handlers (client-go's transform):
+  // a cache keeps only what its readers use, and a fleet's worth of objects fits in memory.
+  std::function<void(Json&)> transform = {};
 };
 
 struct InformerStats {
@@ -80,6 +83,7 @@ class Informer {
  private:
   void Run(std::stop_token stop);
   Status ListAndReplace(std::stop_token stop);
+  ObjectPtr Cached(Json object) const;  // transformed, shared
   void Upsert(ObjectPtr object);
   void Remove(const std::string& key, ObjectPtr final_state);
   void IndexLocked(const std::string& key, const Json* before, const Json* after);

@@ -96,6 +96,16 @@ std::vector<std::string> RunWrites(std::vector<Write>& writes, int threads,
 
 // The fields `manager` owns by apply on `subresource` ("" for the object itself).
 Json OwnedFields(const Json& object, const std::string& manager, const std::string& subresource);
+// What the worker's caches keep of an object (an informer's transform): the managedFields
+// entries of the worker's own managers (OwnedFields reads them) and nothing of anyone else's.
+// Of a Node, not its image list either. At 1,000 nodes these are most of the bytes
+// (docs/footprint.md).
+void TrimForWorkerCache(Json& object);
+// Whether an update of an object of `plural` left what a pass reads as it was (compared in
+// place: at 1,000 nodes the controller-manager's node updates and Kueue's counters arrive many
+// times a second). Such an update starts no pass.
+bool SameForPass(const std::string& plural, const Json& before, const Json& after);
+void TrimNodeForWorkerCache(Json& node);
 // The map keys under `path` in a fieldsV1 set ("f:metadata", "f:labels" -> label keys).
 std::set<std::string> OwnedKeys(const Json& fields, JsonPath path);
 

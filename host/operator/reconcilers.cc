@@ -450,6 +450,55 @@ Json OwnedFields(const Json& object, const std::string& manager, const std::stri
   return Json::object();
 }
 
+bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
+  auto same = [&](JsonPath path) { return JsonAt(a, path) == JsonAt(b, path); };
+  // Of a Node's annotations a pass reads one; the controller-manager rewrites others (its TTL
+  // controller's node.alpha.kubernetes.io/ttl on every node as the cluster grows).
+  const bool annotations = plural == "nodes" ? same({"metadata", "annotations", kCpuNameAnnotation})
+                                             : same({"metadata", "annotations"});
+  const bool meta = same({"metadata", "labels"}) && annotations &&
+                    same({"metadata", "finalizers"}) && same({"metadata", "deletionTimestamp"});
+  if (!meta) return false;
+  if (plural == "nodes")
+    return same({"status", "capacity"}) && same({"status", "nodeInfo", "operatingSystem"}) &&
+           same({"status", "nodeInfo", "architecture"});
+  if (plural == "namespaces") return same({"status", "phase"});
+  if (plural == "pods") return same({"spec"}) && same({"status", "phase"});
+  if (plural == "clusterqueues") {
+    // Of the status, only whether the queue still holds work (the drains wait for it).
+    return same({"spec"}) && WorkloadsHeld(a) == WorkloadsHeld(b);
+  }
+  if (plural == "resourceflavors" || plural == "localqueues") return same({"spec"});
+  // Devices, InstanceTypes, the AdmissionCheck, the settings Secret.
+  return same({"spec"}) && same({"status"}) && same({"data"});
+}
+
+void TrimForWorkerCache(Json& object) {
+  if (!object.is_object()) return;
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return;
+  if (auto managed = metadata->find("managedFields");
+      managed != metadata->end() && managed->is_array()) {
+    Json ours = Json::array();
+    for (Json& entry : *managed) {
+      if (StringAt(entry, {"manager"}).starts_with("gpustack-worker"))
+        ours.push_back(std::move(entry));
+    }
+    if (ours.empty()) {
+      metadata->erase(managed);
+    } else {
+      *managed = std::move(ours);
+    }
+  }
+}
+
+void TrimNodeForWorkerCache(Json& node) {
+  TrimForWorkerCache(node);
+  if (!node.is_object()) return;
+  if (auto status = node.find("status"); status != node.end() && status->is_object())
+    status->erase("images");
+}
+
 std::set<std::string> OwnedKeys(const Json& fields, JsonPath path) {
   const Json* at = ObjectAt(fields, path);
   std::set<std::string> keys;

@@ -56,25 +56,6 @@ std::string SettingsKey(const Settings& s) {
   return std::string(s.node_management_manual ? "m" : "-") + (s.mixed_on_node ? "x" : "-");
 }
 
-// Whether an update changed what a pass reads of an object of `plural` (compared in place: at
-// 1,000 nodes the heartbeats and Kueue's counters arrive many times a second).
-bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
-  auto same = [&](JsonPath path) { return JsonAt(a, path) == JsonAt(b, path); };
-  const bool meta = same({"metadata", "labels"}) && same({"metadata", "annotations"}) &&
-                    same({"metadata", "finalizers"}) && same({"metadata", "deletionTimestamp"});
-  if (!meta) return false;
-  if (plural == "nodes") return same({"status", "capacity"});
-  if (plural == "namespaces") return same({"status", "phase"});
-  if (plural == "pods") return same({"spec"}) && same({"status", "phase"});
-  if (plural == "clusterqueues") {
-    // Of the status, only whether the queue still holds work (the drains wait for it).
-    return same({"spec"}) && WorkloadsHeld(a) == WorkloadsHeld(b);
-  }
-  if (plural == "resourceflavors" || plural == "localqueues") return same({"spec"});
-  // Devices, InstanceTypes, the AdmissionCheck, the settings Secret.
-  return same({"spec"}) && same({"status"}) && same({"data"});
-}
-
 // The leader's loop for one leadership term: informers, a work queue and the reconcilers it runs,
 // all dropped when the term ends, so a later term starts from fresh caches.
 class ReconcileLoop {
@@ -157,6 +138,7 @@ class ReconcileLoop {
   // heartbeat, Kueue's counters).
   std::unique_ptr<kube::Informer> Watched(ResourceType type, std::string ns,
                                           kube::InformerOptions options = {}) {
+    options.transform = type.plural == "nodes" ? &TrimNodeForWorkerCache : &TrimForWorkerCache;
     auto informer = std::make_unique<kube::Informer>(client_, type, std::move(ns), options);
     informer->AddEventHandler(
         {.on_add = [this](const ObjectPtr&) { queue_.Add("sync"); },
@@ -194,6 +176,7 @@ class ReconcileLoop {
     // Every bound Pod: those that run for the CPU view, those holding cards for the check.
     kube::InformerOptions bound;
     bound.field_selector = "spec.nodeName!=";
+    bound.transform = TrimForWorkerCache;
     pods_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", bound);
     informers_.push_back(pods_.get());
     // With gate 3's promise comes the re-queue of a Pod the node still refused (D20).
@@ -487,8 +470,8 @@ void Quantiles(std::string& out, const std::string& name, const std::string& hel
             ? 0
             : values[std::min(values.size() - 1,
                               static_cast<size_t>(q * static_cast<double>(values.size())))];
-    out += name + "{quantile=\"" + std::to_string(q).substr(0, 4) + "\"} " + std::to_string(v) +
-           "\n";
+    out +=
+        name + "{quantile=\"" + std::to_string(q).substr(0, 4) + "\"} " + std::to_string(v) + "\n";
   }
   out += name + "_count " + std::to_string(values.size()) + "\n";
 }
@@ -544,8 +527,10 @@ std::string RenderMetrics(Counters& c) {
   sample("gpustack_instance_reconciles_total{outcome=\"failed\"}",
          std::to_string(instances.failures));
   family("gpustack_instance_pods_total", "counter", "Instance Pods made and deleted.");
-  sample("gpustack_instance_pods_total{action=\"created\"}", std::to_string(instances.pods_created));
-  sample("gpustack_instance_pods_total{action=\"deleted\"}", std::to_string(instances.pods_deleted));
+  sample("gpustack_instance_pods_total{action=\"created\"}",
+         std::to_string(instances.pods_created));
+  sample("gpustack_instance_pods_total{action=\"deleted\"}",
+         std::to_string(instances.pods_deleted));
   family("gpustack_instance_forced_stops_total", "counter",
          "Instances stopped because their queue was drained or their InstanceType went.");
   sample("gpustack_instance_forced_stops_total", std::to_string(instances.stops_forced));

@@ -110,9 +110,14 @@ int main(int argc, char** argv) {
                  {"kind", "Node"},
                  {"metadata",
                   {{"name", name(i)},
+                   // What a kubelet labels its Node with at registration; without the beta
+                   // ones the controller-manager adds them, node by node, for minutes.
                    {"labels",
                     {{"kubernetes.io/os", "linux"},
                      {"kubernetes.io/arch", "amd64"},
+                     {"beta.kubernetes.io/os", "linux"},
+                     {"beta.kubernetes.io/arch", "amd64"},
+                     {"kubernetes.io/hostname", name(i)},
                      {op::kCpuVendorLabel, "Intel"}}},
                    {"annotations", {{op::kCpuNameAnnotation, "Intel(R) Xeon(R) Platinum 8480+"}}}}},
                  {"status", {{"capacity", capacity}, {"allocatable", capacity}}}};

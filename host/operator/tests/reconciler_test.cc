@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <mutex>
 
 namespace gpustack::op {
@@ -63,6 +65,58 @@ TEST(OwnedKeys, ReadsTheKeysAManagerOwns) {
             std::set<std::string>{"x"});
   EXPECT_TRUE(OwnedKeys(OwnedFields(node, "nobody", ""), {"f:metadata"}).empty());
   EXPECT_TRUE(OwnedKeys(OwnedFields(Json::object(), kNodesManager, ""), {"f:spec"}).empty());
+}
+
+TEST(TrimForWorkerCache, KeepsTheWorkersOwnManagedFieldsAndNoImages) {
+  Json node = Json::parse(R"({"metadata": {"name": "n", "managedFields": [
+      {"manager": "gpustack-worker-nodes", "operation": "Apply",
+       "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}}},
+      {"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]},
+      "status": {"capacity": {"cpu": "8"}, "images": [{"names": ["busybox"]}],
+                 "nodeInfo": {"architecture": "amd64"}}})");
+  TrimNodeForWorkerCache(node);
+  ASSERT_EQ(node["metadata"]["managedFields"].size(), 1u);
+  EXPECT_EQ(OwnedKeys(OwnedFields(node, kNodesManager, ""), {"f:metadata", "f:labels"}),
+            std::set<std::string>{"a"});
+  EXPECT_FALSE(node["status"].contains("images"));
+  EXPECT_EQ(node["status"]["nodeInfo"]["architecture"], "amd64");  // fleet.cc reads it
+  EXPECT_EQ(node["status"]["capacity"]["cpu"], "8");
+
+  Json pod = Json::parse(R"({"metadata": {"name": "p", "managedFields": [
+      {"manager": "kubelet", "operation": "Update"}]},
+      "status": {"phase": "Running", "images": "a Pod's own field of that name stays"}})");
+  TrimForWorkerCache(pod);
+  EXPECT_FALSE(pod["metadata"].contains("managedFields"));
+  EXPECT_EQ(pod["status"]["phase"], "Running");
+  EXPECT_TRUE(pod["status"].contains("images"));
+  Json odd = Json::parse(R"({"metadata": "not an object"})");
+  TrimForWorkerCache(odd);  // left as it is
+  EXPECT_EQ(odd["metadata"], "not an object");
+}
+
+TEST(SameForPass, ANodesHeartbeatTaintsAndTtlStartNoPassItsLabelsAndCapacityDo) {
+  const Json node = Json::parse(R"({"metadata": {"name": "n", "labels": {"a": "1"},
+      "annotations": {"feature.gpustack.ai/cpu-name": "Xeon"}},
+      "spec": {}, "status": {"capacity": {"cpu": "8"}, "nodeInfo": {"architecture": "amd64"},
+      "conditions": [{"type": "Ready", "status": "True"}]}})");
+  Json after = node;
+  after["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"] = "30";
+  after["metadata"]["resourceVersion"] = "9";
+  after["spec"]["taints"] = Json::array({{{"key", "node.kubernetes.io/unreachable"}}});
+  after["status"]["conditions"][0]["status"] = "Unknown";
+  EXPECT_TRUE(SameForPass("nodes", node, after));
+  EXPECT_FALSE(SameForPass("devices", node, after));  // elsewhere every annotation counts
+
+  for (auto change : std::vector<std::function<void(Json&)>>{
+           [](Json& n) { n["metadata"]["labels"]["b"] = "2"; },
+           [](Json& n) { n["metadata"]["annotations"]["feature.gpustack.ai/cpu-name"] = "EPYC"; },
+           [](Json& n) { n["status"]["capacity"]["cpu"] = "16"; },
+           [](Json& n) { n["status"]["nodeInfo"]["architecture"] = "arm64"; },
+           [](Json& n) { n["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"; }}) {
+    Json changed = node;
+    change(changed);
+    EXPECT_FALSE(SameForPass("nodes", node, changed)) << changed.dump();
+  }
 }
 
 }  // namespace
