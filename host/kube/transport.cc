@@ -14,9 +14,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 namespace gpustack::kube {
 namespace asio = boost::asio;
@@ -110,14 +112,23 @@ class Connection {
     return result;
   }
 
-  Status Open(const ClientConfig& config, Clock::time_point deadline) {
+  // The apiserver's addresses. An address literal (in a cluster, KUBERNETES_SERVICE_HOST is one)
+  // needs no resolver, whose asynchronous form starts a thread of its own for every connection.
+  Result<std::vector<tcp::endpoint>> Endpoints(const ClientConfig& config,
+                                               Clock::time_point deadline) {
+    beast::error_code ec;
+    const asio::ip::address literal = asio::ip::make_address(config.host, ec);
+    char* end = nullptr;
+    const unsigned long port = std::strtoul(config.port.c_str(), &end, 10);
+    if (!ec && end != config.port.c_str() && *end == '\0' && port > 0 && port <= 65535)
+      return std::vector<tcp::endpoint>{tcp::endpoint(literal, static_cast<uint16_t>(port))};
     tcp::resolver resolver(ioc_);
-    tcp::resolver::results_type endpoints;
-    beast::error_code ec = asio::error::would_block;
+    std::vector<tcp::endpoint> endpoints;
+    ec = asio::error::would_block;
     resolver.async_resolve(config.host, config.port,
                            [&](beast::error_code e, tcp::resolver::results_type r) {
                              ec = e;
-                             endpoints = std::move(r);
+                             for (const auto& entry : r) endpoints.push_back(entry.endpoint());
                            });
     ioc_.restart();
     ioc_.run_until(deadline);
@@ -127,9 +138,15 @@ class Connection {
     if (ec) {
       return Error{"cannot resolve " + config.host + ": " + ec.message(), Code::kUnavailable};
     }
-    ec = Run(deadline, [&](auto handler) {
+    return endpoints;
+  }
+
+  Status Open(const ClientConfig& config, Clock::time_point deadline) {
+    auto endpoints = Endpoints(config, deadline);
+    if (!endpoints) return endpoints.failure();
+    beast::error_code ec = Run(deadline, [&](auto handler) {
       beast::get_lowest_layer(stream_).async_connect(
-          endpoints, [handler](beast::error_code e, const tcp::endpoint&) mutable { handler(e); });
+          *endpoints, [handler](beast::error_code e, const tcp::endpoint&) mutable { handler(e); });
     });
     if (ec) {
       return Error{"cannot connect to " + config.server + ": " + Describe(ec), Code::kUnavailable};

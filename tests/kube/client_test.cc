@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -360,6 +361,30 @@ void OpenLoopbackPort(bool listening, LoopbackPort& port) {
   port.config = testing::TestbedConfig();
   ASSERT_TRUE(
       ParseServerUrl("https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)), port.config));
+}
+
+// A name is resolved (the apiserver's certificate names 127.0.0.1, so the name is checked
+// against that address); an address literal is not, and starts no resolver thread.
+TEST(ClientAddresses, ANameIsResolvedAndALiteralNeedsNoResolverThread) {
+  auto threads = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                         std::filesystem::directory_iterator());
+  };
+  ClientConfig literal = testing::TestbedConfig();
+  ASSERT_EQ(literal.host, "127.0.0.1");
+  auto direct = Client::Create(literal);
+  ASSERT_TRUE(direct) << direct.error();
+  const auto before = threads();
+  ASSERT_TRUE((*direct)->Get(resources::Namespaces(), "", "default"));
+  EXPECT_EQ(threads(), before);  // Boost.Asio's resolver would have started one
+
+  ClientConfig named = testing::TestbedConfig();
+  ASSERT_TRUE(ParseServerUrl("https://localhost:" + named.port, named));
+  named.tls_server_name = "127.0.0.1";
+  auto resolved = Client::Create(named);
+  ASSERT_TRUE(resolved) << resolved.error();
+  auto got = (*resolved)->Get(resources::Namespaces(), "", "default");
+  EXPECT_TRUE(got) << got.error();
 }
 
 TEST(ClientErrors, UnreachableServer) {
