@@ -204,6 +204,7 @@ int main(int argc, char** argv) {
   types.Start();
   types.WaitForSync(std::chrono::seconds(30));
   std::vector<double> latencies;
+  int failed_applies = 0;
   for (int c = 0; c < changes; ++c) {
     const bool take = c % 2 == 0;
     ledger::NodeLedger ledger(name(c / 2 % nodes), *ledger::SpecFromJson(spec));
@@ -218,13 +219,25 @@ int main(int argc, char** argv) {
                    {"status", ledger::ToJson(ledger.ToStatus())}};
     const std::string want = std::to_string(nodes * 8 - (take ? 1 : 0));
     const auto sent = Clock::now();
-    static_cast<void>(client.Apply(resources::Devices(), status, {"bench", true}, "status"));
+    // A change that did not reach the apiserver is said, not waited for: it would never show.
+    if (auto applied = client.Apply(resources::Devices(), status, {"bench", true}, "status");
+        !applied) {
+      std::fprintf(stderr, "change %d (%s): the Devices status apply failed: %s\n", c,
+                   ledger.node().c_str(), applied.error().c_str());
+      ++failed_applies;
+      continue;
+    }
     std::unique_lock lock(mutex);
-    if (seen.wait_for(lock, std::chrono::seconds(30), [&] { return remaining == want; }))
+    if (seen.wait_for(lock, std::chrono::seconds(30), [&] { return remaining == want; })) {
       latencies.push_back(Ms(seen_at - sent));
+    } else {
+      std::fprintf(stderr, "change %d (%s): the pool did not show %s remaining within 30 s\n", c,
+                   ledger.node().c_str(), want.c_str());
+    }
   }
   types.Stop();
   Percentiles("Devices change -> InstanceType.status", latencies);
+  if (failed_applies > 0) std::printf("%d Devices status applies failed\n", failed_applies);
 
   // Steady: nothing changes; what does the worker send? The controller-manager first finishes
   // its own start-up updates of the new nodes (labels, annotations), which each start a pass.
