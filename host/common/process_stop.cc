@@ -50,12 +50,16 @@ void RequestProcessStop() { Source().request_stop(); }
 bool ProcessStopRequested() { return Source().stop_requested(); }
 std::stop_token ProcessStopToken() { return Source().get_token(); }
 
-bool SleepUnlessStopped(std::chrono::milliseconds duration) {
+bool SleepUntil(std::chrono::steady_clock::time_point until, std::stop_token stop) {
   std::mutex mutex;
-  std::condition_variable_any wake;
+  std::condition_variable_any never;
   std::unique_lock lock(mutex);
-  wake.wait_for(lock, ProcessStopToken(), duration, [] { return false; });
-  return !ProcessStopRequested();
+  never.wait_until(lock, stop, until, [] { return false; });  // returns the predicate: false
+  return !stop.stop_requested();
+}
+
+bool SleepUnlessStopped(std::chrono::milliseconds duration) {
+  return SleepUntil(std::chrono::steady_clock::now() + duration, ProcessStopToken());
 }
 
 void NameThisThread(std::string_view name) {

@@ -26,6 +26,8 @@ void RequestProcessStop();
 bool ProcessStopRequested();
 std::stop_token ProcessStopToken();
 
+// Sleeps until `until`, or less when `stop` is asked; false when it was.
+bool SleepUntil(std::chrono::steady_clock::time_point until, std::stop_token stop);
 // Sleeps for `duration`, or less when the process stops; false when it did.
 bool SleepUnlessStopped(std::chrono::milliseconds duration);
 

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "host/common/file_trust.h"
+#include "host/common/json_path.h"
 #include "host/common/logging.h"
 
 namespace gpustack::enforcement {
@@ -95,17 +96,19 @@ std::string PreloadText(const std::string& manufacturer,
 
 namespace {
 
-// The names the container's own `env:` sets (envFrom cannot be seen).
-std::set<std::string> OwnEnvNames(const Json& pod, const std::string& container) {
-  std::set<std::string> names;
-  if (const Json* c = ContainerOf(pod, container);
-      c != nullptr && c->contains("env") && (*c)["env"].is_array()) {
-    for (const Json& e : (*c)["env"]) {
-      if (e.is_object() && e.contains("name") && e["name"].is_string())
-        names.insert(e["name"].get<std::string>());
-    }
+// What the container's own `env:` sets: a literal value, or none for one from a reference (it
+// cannot be seen here; nor can envFrom).
+std::map<std::string, std::optional<std::string>> OwnEnv(const Json& pod,
+                                                         const std::string& container) {
+  std::map<std::string, std::optional<std::string>> own;
+  const Json* c = ContainerOf(pod, container);
+  if (c == nullptr || !c->contains("env") || !(*c)["env"].is_array()) return own;
+  for (const Json& e : (*c)["env"]) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+    own[e["name"].get<std::string>()] =
+        e.contains("valueFrom") ? std::nullopt : std::optional<std::string>(StringAt(e, {"value"}));
   }
-  return names;
+  return own;
 }
 
 }  // namespace
@@ -113,7 +116,8 @@ std::set<std::string> OwnEnvNames(const Json& pod, const std::string& container)
 std::vector<std::pair<std::string, std::string>> DefaultEnvFor(
     const client::EnforcerDeclaration& enforcer, const Json& pod, const std::string& container,
     const std::vector<sdk::ContainerEdit>& granted) {
-  std::set<std::string> set = OwnEnvNames(pod, container);
+  std::set<std::string> set;
+  for (const auto& [name, value] : OwnEnv(pod, container)) set.insert(name);
   for (const sdk::ContainerEdit& edit : granted) {
     if (edit.kind == GPUSTACK_EDIT_ENV) set.insert(edit.key);
   }
@@ -134,18 +138,8 @@ namespace {
 Result<std::vector<sdk::ContainerEdit>> UnlessOverridden(
     const Json& pod, const std::string& container, const std::vector<sdk::ContainerEdit>& granted,
     std::vector<sdk::ContainerEdit> edits) {
-  const Json* c = ContainerOf(pod, container);
-  if (c == nullptr || !c->contains("env") || !(*c)["env"].is_array()) return edits;
-  std::map<std::string, std::optional<std::string>> own;
-  for (const Json& e : (*c)["env"]) {
-    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
-    const bool literal = !e.contains("valueFrom");
-    own[e["name"].get<std::string>()] =
-        literal ? std::optional<std::string>(e.contains("value") && e["value"].is_string()
-                                                 ? e["value"].get<std::string>()
-                                                 : std::string())
-                : std::nullopt;
-  }
+  const std::map<std::string, std::optional<std::string>> own = OwnEnv(pod, container);
+  if (own.empty()) return edits;
   const std::vector<sdk::ContainerEdit>& ours = edits;
   for (const std::vector<sdk::ContainerEdit>* list : {&granted, &ours}) {
     for (const sdk::ContainerEdit& edit : *list) {

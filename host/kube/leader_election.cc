@@ -1,11 +1,10 @@
 #include "host/kube/leader_election.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "host/common/logging.h"
+#include "host/common/process_stop.h"
 
 namespace gpustack::kube {
 namespace {
@@ -14,10 +13,7 @@ namespace {
 bool SleepJittered(std::chrono::milliseconds period, std::stop_token stop) {
   static thread_local std::minstd_rand random(std::random_device{}());
   auto delay = period + std::chrono::milliseconds(random() % (period.count() / 5 + 1));
-  std::mutex mutex;
-  std::condition_variable_any never;
-  std::unique_lock lock(mutex);
-  return !never.wait_for(lock, stop, delay, [] { return false; });
+  return SleepUntil(std::chrono::steady_clock::now() + delay, stop);
 }
 
 }  // namespace

@@ -26,14 +26,6 @@
 namespace gpustack::node {
 namespace {
 
-// Sleeps up to `duration`, waking at once on stop.
-void Nap(std::chrono::milliseconds duration, std::stop_token stop) {
-  std::mutex mutex;
-  std::condition_variable_any nap;
-  std::unique_lock lock(mutex);
-  nap.wait_for(lock, stop, duration, [] { return false; });
-}
-
 // The Pod a host process runs in, from <proc_root>/<pid>/cgroup.
 Result<std::string> PodOfPid(const std::filesystem::path& proc_root, uint32_t pid) {
   auto text = ReadSmallFile(proc_root / std::to_string(pid) / "cgroup", 64 << 10, "cgroup file");
@@ -194,7 +186,9 @@ class Daemon {
       }
       log_->warn("cannot list the pods on node {} (retrying): {}", options_.node_name,
                  listed.error());
-      Nap(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))), stop_);
+      SleepUntil(std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))),
+                 stop_);
     }
     return false;
   }
@@ -282,8 +276,6 @@ class Daemon {
   // may take seconds) never delays the loop's releases, on which the next Allocate depends.
   void SampleLoop(std::stop_token stop) {
     NameThisThread("sampler");
-    std::mutex nap_mutex;
-    std::condition_variable_any nap;
     while (!stop.stop_requested() && !stop_.stop_requested()) {
       // A failed round publishes only its verdict; a previous round is never carried forward.
       MetricsInput input = SampleRound();
@@ -293,9 +285,8 @@ class Daemon {
         latest_ = std::move(input);
         latest_text_ = std::move(text);
       }
-      const auto next = std::chrono::steady_clock::now() + options_.monitor_period;
-      std::unique_lock lock(nap_mutex);
-      nap.wait_until(lock, stop, next, [] { return false; });  // Run() stops it first thing
+      // Run() stops it first thing on the way out.
+      SleepUntil(std::chrono::steady_clock::now() + options_.monitor_period, stop);
     }
   }
 

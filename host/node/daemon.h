@@ -30,6 +30,7 @@ struct DaemonOptions {
   std::chrono::milliseconds discover_period{60'000};
   // A fresh list of the node's Pods, behind the watch that releases at once.
   std::chrono::milliseconds reconcile_period{30'000};
+  // How long one wait for driver health events lasts; an event ends it at once (docs/footprint.md).
   std::chrono::milliseconds health_poll{5'000};
   // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.
   std::chrono::milliseconds monitor_period{15'000};

@@ -5,7 +5,6 @@
 #include <gpustack/client/manifest.hpp>
 
 #include <algorithm>
-#include <condition_variable>
 #include <ctime>
 #include <mutex>
 #include <set>
@@ -558,13 +557,6 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
                                   thread_name = "health-" + status.name](std::stop_token own) {
       NameThisThread(thread_name);
       const auto timeout = static_cast<uint32_t>(poll_timeout.count());
-      // Sleeps that end at once when the loop is stopped.
-      std::mutex nap_mutex;
-      std::condition_variable_any nap;
-      auto sleep_until = [&](std::chrono::steady_clock::time_point until) {
-        std::unique_lock lock(nap_mutex);
-        nap.wait_until(lock, own, until, [] { return false; });
-      };
       while (!own.stop_requested() && !StopRequested() && !backend->hung()) {
         const auto asked = std::chrono::steady_clock::now();
         auto events = backend->PollHealthEvents(timeout);
@@ -577,12 +569,12 @@ void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
         if (!events) {
           if (own.stop_requested() || StopRequested()) break;  // interrupted on the way out
           Logger("runtime")->warn("health poll failed: {}", events.error());
-          sleep_until(std::chrono::steady_clock::now() + poll_timeout);  // never a busy loop
+          SleepUntil(std::chrono::steady_clock::now() + poll_timeout, own);  // never busy
           continue;
         }
         if (events->empty()) {
           // A plugin that answers at once instead of waiting its timeout is not polled flat out.
-          sleep_until(asked + poll_timeout);
+          SleepUntil(asked + poll_timeout, own);
           continue;
         }
         {

@@ -55,7 +55,6 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 }  // namespace
 
-void RequestStop() { RequestProcessStop(); }
 bool StopRequested() { return ProcessStopRequested(); }
 int AbandonedThreads() { return g_abandoned.load(std::memory_order_acquire); }
 

@@ -19,10 +19,9 @@
 
 namespace gpustack::runtime {
 
-// Process-wide: set by a signal handler (SIGINT, SIGTERM) to make every waiting caller give up
-// its call at once (CANCELLED) instead of at its deadline. The plugin is not marked hung for it;
-// shutdown still runs, waited for two seconds at most.
-void RequestStop();
+// The process's stop (host/common/process_stop.h) makes every waiting caller give up its call at
+// once (CANCELLED) instead of at its deadline. The plugin is not marked hung for it; shutdown
+// still runs, waited for two seconds at most.
 bool StopRequested();
 
 // Process-wide: how many threads were left inside a plugin (a hung hook or load, or one given up

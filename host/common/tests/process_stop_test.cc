@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -26,6 +27,23 @@ TEST(ProcessStop, ASleepOfAnHourEndsWhenTheStopIsAsked) {
 TEST(ProcessStop, ASleepWithoutAStopRunsItsCourse) {
   EXPECT_TRUE(SleepUnlessStopped(std::chrono::milliseconds(1)));
   EXPECT_FALSE(ProcessStopRequested());
+}
+
+TEST(ProcessStop, ASleepOnItsOwnTokenEndsWithThatStopAlone) {
+  std::stop_source own;
+  std::atomic<bool> slept_through{true};
+  std::thread sleeper([&] {
+    slept_through =
+        SleepUntil(std::chrono::steady_clock::now() + std::chrono::hours(1), own.get_token());
+  });
+  own.request_stop();  // a sleep that did not wake would hold the test to its timeout
+  sleeper.join();
+  EXPECT_FALSE(slept_through);  // it says it was stopped (the leader's renewal loop relies on it)
+  EXPECT_FALSE(ProcessStopRequested());
+  EXPECT_FALSE(SleepUntil(std::chrono::steady_clock::now(), own.get_token()));
+  std::stop_source other;
+  EXPECT_TRUE(SleepUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(1),
+                         other.get_token()));
 }
 
 TEST(ProcessStop, ThreadsAreNamedForProfilesAndTruncatedToTheKernelsLimit) {
