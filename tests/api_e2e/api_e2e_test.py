@@ -433,8 +433,8 @@ spec: {{publicKey: "hello"}}
                 "metadata": {"name": name, "namespace": USER_NS}, "spec": base}))
 
         def watch_once(version, seconds):
-            """Events until the watch ends or `seconds` pass; the last version seen, and whether
-            the server said the version is gone (410)."""
+            """Events until the watch ends or `seconds` pass: the last version seen, whether the
+            server said the version is gone (410), and what kubectl said when the watch failed."""
             watch = Lines([kubectl_path(), "--kubeconfig", KUBECONFIG, "get", "--raw",
                            f"{path}?watch=1&allowWatchBookmarks=true&resourceVersion={version}"])
             deadline = time.time() + seconds
@@ -454,12 +454,30 @@ spec: {{publicKey: "hello"}}
                 if not watch.running() and not watch.lines:
                     break
                 time.sleep(0.05)
-            watch.stop()
-            return version, gone
+            return version, gone, watch.stop()
+
+        def follow(version, done, seconds):
+            """As a reflector: watch from the last version seen; a watch that fails (the
+            aggregator may still call the restarted API unavailable) is started again from that
+            version, and a 410 lists again. Until `done(present)` or `seconds` pass."""
+            deadline = time.time() + seconds
+            how, failures = "from its resourceVersion", []
+            while not done(present) and time.time() < deadline:
+                version, gone, said = watch_once(version, min(5, max(0.5, deadline - time.time())))
+                if gone:
+                    listed = raw(path)
+                    present.clear()
+                    present.update(i["metadata"]["name"] for i in listed["items"])
+                    version = listed["metadata"]["resourceVersion"]
+                    how = "by a relist after 410"
+                elif said:
+                    failures.append(said)
+            print(f"\nwatch followed {how}; failed watches on the way: {failures}", file=sys.stderr)
+            return version
 
         create("before-restart")
         create("victim")
-        version, _ = watch_once(version, 3)
+        version = follow(version, lambda p: {"before-restart", "victim"} <= p, 30)
         self.assertTrue({"before-restart", "victim"} <= present, present)
         WORKER.stop(signal.SIGKILL)
         # While the worker is down the webhooks refuse new Instances, but a deletion goes through.
@@ -467,16 +485,11 @@ spec: {{publicKey: "hello"}}
         WORKER.start()
         wait("the API back", lambda: kubectl("get", "--raw", path, check=False).returncode == 0, 120)
         create("after-restart")
-        version, gone = watch_once(version, 5)
-        if gone:  # too old for the new worker's history: list again, as a reflector does
-            present.clear()
-            present.update(i["metadata"]["name"] for i in raw(path)["items"])
-            print("\nwatch resumed by a relist after 410", file=sys.stderr)
-        else:
-            print("\nwatch resumed from its resourceVersion", file=sys.stderr)
+        follow(version, lambda p: "after-restart" in p and "victim" not in p, 60)
         self.assertIn("before-restart", present)
         self.assertIn("after-restart", present)
         self.assertNotIn("victim", present)
+
 
 def kubectl_path():
     from testbed import KUBECTL
@@ -487,7 +500,7 @@ class Lines:
     """A process's output lines, read on a thread as they come."""
 
     def __init__(self, args):
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
         self.lines = []
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -505,8 +518,15 @@ class Lines:
         return self.process.poll() is None
 
     def stop(self):
+        """Ends the process; what it said on stderr when it failed on its own, else ''."""
+        failed = self.process.poll() not in (None, 0)
         self.process.kill()
         self.process.wait()
+        self.thread.join()
+        said = self.process.stderr.read().strip() if failed else ""
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return said
 
 
 if __name__ == "__main__":
