@@ -145,6 +145,7 @@ Result<ObjectList> Client::List(const ResourceType& type, std::string_view ns,
     if (items.is_array()) {
       list.items.reserve(list.items.size() + items.size());
       for (Json& item : items) {
+        if (options.transform) options.transform(item);
         list.items.push_back(std::move(item));
       }
     }

@@ -36,6 +36,9 @@ struct ListOptions {
   std::string field_selector = {};
   int64_t page_size = 500;  // 0: no pagination
   std::string resource_version = {};
+  // Applied to each item as its page comes in (an informer's projection): a long list never
+  // holds its whole objects at once.
+  std::function<void(Json&)> transform = {};
 };
 
 struct ObjectList {

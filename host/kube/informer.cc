@@ -163,7 +163,7 @@ void Informer::Remove(const std::string& key, ObjectPtr final_state) {
 
 Status Informer::ListAndReplace(std::stop_token stop) {
   ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size,
-                           ""};
+                           "", options_.transform};
   auto list = client_.List(type_, namespace_, list_options);
   if (!list) {
     return list.failure();
@@ -174,7 +174,7 @@ Status Informer::ListAndReplace(std::stop_token stop) {
   // Objects gone while we were not watching are deletions; changed ones are updates.
   std::set<std::string> listed;
   for (Json& item : list->items) {
-    ObjectPtr object = Cached(std::move(item));
+    auto object = std::make_shared<const Json>(std::move(item));  // transformed by the list
     std::string key = ObjectKey(*object);
     listed.insert(key);
     ObjectPtr current = Get(key);

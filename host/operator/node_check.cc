@@ -158,8 +158,8 @@ void NodeDevicesCheck::MarkDirty(const std::string& node) {
   if (it != node_state_.end()) it->second.committed.reset();
 }
 
-void NodeDevicesCheck::OnPod(const Json* before, const Json* after) {
-  auto interesting = [](const Json* pod) {
+void NodeDevicesCheck::OnPod(const kube::ObjectPtr& before, const kube::ObjectPtr& after) {
+  auto interesting = [](const kube::ObjectPtr& pod) {
     if (pod == nullptr || StringAt(*pod, {"spec", "nodeName"}).empty()) return false;
     const Json annotations =
         pod->value("metadata", Json::object()).value("annotations", Json::object());
@@ -175,13 +175,14 @@ void NodeDevicesCheck::OnPod(const Json* before, const Json* after) {
     return parsed ? parsed->workload_uid : std::string();
   };
   std::lock_guard lock(mutex_);
-  auto update = [&](const Json& pod, int sign) {
+  auto update = [&](const kube::ObjectPtr& shared, int sign) {
+    const Json& pod = *shared;
     const std::string key = kube::ObjectKey(pod), node = StringAt(pod, {"spec", "nodeName"});
     if (sign < 0) {
       pods_.erase(key);
       node_state_[node].pods.erase(key);
     } else {
-      pods_[key] = pod;
+      pods_[key] = shared;
       node_state_[node].pods.insert(key);
     }
     MarkDirty(node);
@@ -192,8 +193,8 @@ void NodeDevicesCheck::OnPod(const Json* before, const Json* after) {
         for (const InFlight& f : flights->second) MarkDirty(f.node);
     }
   };
-  if (interesting(before)) update(*before, -1);
-  if (interesting(after)) update(*after, +1);
+  if (interesting(before)) update(before, -1);
+  if (interesting(after)) update(after, +1);
 }
 
 void NodeDevicesCheck::SetFleet(std::shared_ptr<const Fleet> fleet) {
@@ -258,12 +259,12 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
   for (const std::string& key : state.pods) {
     auto pod = pods_.find(key);
     if (pod == pods_.end()) continue;
-    auto record = ledger::AllocatedRecordOf(pod->second);
+    auto record = ledger::AllocatedRecordOf(*pod->second);
     if (!record) {
       log->warn("pod {}: {}", key, record.error());
       continue;
     }
-    const std::string phase = StringAt(pod->second, {"status", "phase"});
+    const std::string phase = StringAt(*pod->second, {"status", "phase"});
     for (const ledger::RecordedAllocation& entry : *record) {
       if (!entry.allocation) {
         log->warn("pod {} container {}: its allocation record is unusable: {}", key,

@@ -80,8 +80,9 @@ class NodeDevicesCheck {
                    kube::Informer& instance_types);
   ~NodeDevicesCheck();
 
-  // Feeds of the leader's informers: every bound Pod's events, and each pass's fleet.
-  void OnPod(const Json* before, const Json* after);
+  // Feeds of the leader's informers: every bound Pod's events (the cache's own objects, kept
+  // shared, not copied), and each pass's fleet.
+  void OnPod(const kube::ObjectPtr& before, const kube::ObjectPtr& after);
   void SetFleet(std::shared_ptr<const Fleet> fleet);
 
   // Watches Workloads and judges them until `stop`.
@@ -125,7 +126,7 @@ class NodeDevicesCheck {
   mutable std::mutex mutex_;
   std::shared_ptr<const Fleet> fleet_;
   std::map<std::string, NodeState> node_state_;
-  std::map<std::string, Json> pods_;                                // bound Pods that hold cards
+  std::map<std::string, kube::ObjectPtr> pods_;                     // bound Pods that hold cards
   std::map<std::string, std::vector<InFlight>> in_flight_;          // by Workload uid
   std::map<std::string, std::set<std::string>> in_flight_by_node_;  // node: Workload uids
   std::map<std::string, int64_t> allocated_pods_;  // by Workload uid: Pods the node holds

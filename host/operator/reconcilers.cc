@@ -492,11 +492,89 @@ void TrimForWorkerCache(Json& object) {
   }
 }
 
+namespace {
+
+// Erases every key of `object` (when it is an object) but `kept`.
+void KeepOnly(Json& object, std::initializer_list<std::string_view> kept) {
+  if (!object.is_object()) return;
+  for (auto it = object.begin(); it != object.end();) {
+    const bool keep = std::find(kept.begin(), kept.end(), it.key()) != kept.end();
+    it = keep ? std::next(it) : object.erase(it);
+  }
+}
+
+template <typename Trim>
+void ForEachIn(Json& object, std::string_view key, Trim trim) {
+  auto list = object.find(key);
+  if (list == object.end() || !list->is_array()) return;
+  for (Json& item : *list) trim(item);
+}
+
+}  // namespace
+
 void TrimNodeForWorkerCache(Json& node) {
   TrimForWorkerCache(node);
   if (!node.is_object()) return;
-  if (auto status = node.find("status"); status != node.end() && status->is_object())
-    status->erase("images");
+  // Conditions, images, volumes, daemon endpoints: the kubelet's, read by no pass.
+  if (auto status = node.find("status"); status != node.end()) {
+    KeepOnly(*status, {"capacity", "allocatable", "nodeInfo", "addresses"});
+    if (auto info = status->find("nodeInfo"); info != status->end())
+      KeepOnly(*info, {"operatingSystem", "architecture"});
+  }
+}
+
+void TrimPodForWorkerCache(Json& pod) {
+  TrimForWorkerCache(pod);
+  KeepOnly(pod, {"apiVersion", "kind", "metadata", "spec", "status"});
+  auto keep_keys = [](Json& map, std::initializer_list<std::string_view> prefixes) {
+    if (!map.is_object()) return;
+    for (auto it = map.begin(); it != map.end();) {
+      const bool keep = std::any_of(prefixes.begin(), prefixes.end(),
+                                    [&](std::string_view p) { return it.key().starts_with(p); });
+      it = keep ? std::next(it) : map.erase(it);
+    }
+  };
+  // Emptied values where only a key's presence is read (a container state's kind).
+  auto keys_only = [](Json& map) {
+    if (!map.is_object()) return;
+    for (auto& [key, value] : map.items()) value = Json::object();
+  };
+  if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+    KeepOnly(*meta, {"name", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                     "deletionTimestamp", "labels", "annotations", "ownerReferences"});
+    if (auto labels = meta->find("labels"); labels != meta->end())
+      keep_keys(*labels, {"kueue.x-k8s.io/"});
+    if (auto annotations = meta->find("annotations"); annotations != meta->end())
+      keep_keys(*annotations, {"device.gpustack.ai/", "gpustack.ai/"});
+    if (auto owners = meta->find("ownerReferences"); owners != meta->end() && owners->is_array()) {
+      Json controllers = Json::array();
+      for (Json& owner : *owners)
+        if (owner.is_object() && owner.value("controller", false) == true)
+          controllers.push_back({{"kind", owner.value("kind", "")}, {"controller", true}});
+      *owners = std::move(controllers);
+    }
+  }
+  if (auto spec = pod.find("spec"); spec != pod.end()) {
+    KeepOnly(*spec, {"nodeName", "containers", "initContainers"});
+    for (const char* list : {"containers", "initContainers"})
+      ForEachIn(*spec, list, [](Json& container) {
+        KeepOnly(container, {"name", "resources", "restartPolicy"});
+        if (auto resources = container.find("resources"); resources != container.end()) {
+          KeepOnly(*resources, {"requests", "limits"});
+          for (auto& [kind, quantities] : resources->items()) KeepOnly(quantities, {"cpu"});
+        }
+      });
+  }
+  if (auto status = pod.find("status"); status != pod.end()) {
+    KeepOnly(*status, {"phase", "reason", "message", "startTime", "containerStatuses",
+                       "initContainerStatuses"});
+    for (const char* list : {"containerStatuses", "initContainerStatuses"})
+      ForEachIn(*status, list, [&](Json& container) {
+        KeepOnly(container, {"name", "state", "lastState"});
+        for (const char* state : {"state", "lastState"})
+          if (auto at = container.find(state); at != container.end()) keys_only(*at);
+      });
+  }
 }
 
 std::set<std::string> OwnedKeys(const Json& fields, JsonPath path) {

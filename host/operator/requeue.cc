@@ -274,6 +274,25 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
     return;
   }
   const std::string ns = StringAt(p.pod, {"metadata", "namespace"});
+  const std::string uid = StringAt(p.pod, {"metadata", "uid"});
+  // The cache keeps a projection of each Pod (docs/footprint.md): the copy is made from the
+  // whole Pod, read now. One of the same name but another uid is not the refused Pod.
+  auto whole = client_.Get(kube::resources::Pods(), ns, StringAt(p.pod, {"metadata", "name"}));
+  if (!whole && kube::IsNotFound(whole.failure())) {
+    std::lock_guard lock(mutex_);
+    pending_.erase(key);  // deleted meanwhile: nothing left to replace
+    return;
+  }
+  if (!whole) {
+    log->warn("{}: cannot read it to copy it: {}", key, whole.error());
+    RetryLater(key);
+    return;
+  }
+  if (StringAt(*whole, {"metadata", "uid"}) != uid) {
+    std::lock_guard lock(mutex_);
+    pending_.erase(key);
+    return;
+  }
   // The Workload holds the Pod as the user queued it; it lives until the refused Pod is deleted.
   std::vector<Json> workloads;
   if (auto listed = client_.List(kube::resources::Workloads(), ns)) {
@@ -288,8 +307,8 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
   {
     std::lock_guard lock(mutex_);
     AdmissionInjections injected = flavor_injections_;
-    injected.queued_spec = QueuedSpecOf(workloads, StringAt(p.pod, {"metadata", "uid"}));
-    replacement = ReplacementOf(p.pod, r, injected);
+    injected.queued_spec = QueuedSpecOf(workloads, uid);
+    replacement = ReplacementOf(*whole, r, injected);
   }
   const std::string name = StringAt(replacement, {"metadata", "name"});
   // Create, then delete: a worker killed in between finds the failed Pod again, and the
@@ -303,7 +322,6 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
       RetryLater(key);
       return;
     }
-    const std::string uid = StringAt(p.pod, {"metadata", "uid"});
     if (StringAt(*existing, {"metadata", "annotations", kRequeueOfUidAnnotation}) != uid) {
       GiveUp(key, p.pod,
              refused + "; not requeued: a Pod named " + name +
@@ -333,7 +351,7 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
     log->info("{}: {}; replaced by {} (attempt {})", key, refused, name, r.attempt + 1);
   }
   kube::DeleteOptions options;
-  options.uid = StringAt(p.pod, {"metadata", "uid"});
+  options.uid = uid;
   Status deleted =
       client_.Delete(kube::resources::Pods(), ns, StringAt(p.pod, {"metadata", "name"}), options);
   if (!deleted && !kube::IsNotFound(deleted.failure())) {

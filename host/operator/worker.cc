@@ -1,5 +1,6 @@
 #include "host/operator/worker.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,6 +78,9 @@ class ReconcileLoop {
     SetSynced(true);
     log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
                devices_->Size(), instance_types_->Size());
+    // The initial lists' pages (whole objects, parsed, then trimmed) are free now but resident:
+    // give them back once (docs/footprint.md).
+    malloc_trim(0);
     queue_.Add("sync");
     std::jthread checking, requeueing, instancing;
     if (instances_) {
@@ -176,7 +180,7 @@ class ReconcileLoop {
     // Every bound Pod: those that run for the CPU view, those holding cards for the check.
     kube::InformerOptions bound;
     bound.field_selector = "spec.nodeName!=";
-    bound.transform = TrimForWorkerCache;
+    bound.transform = TrimPodForWorkerCache;
     pods_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", bound);
     informers_.push_back(pods_.get());
     // With gate 3's promise comes the re-queue of a Pod the node still refused (D20).
@@ -200,10 +204,10 @@ class ReconcileLoop {
       for (kube::Informer* i : instances_->informers()) informers_.push_back(i);
     }
     pods_->AddEventHandler(
-        {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod.get()); },
+        {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod); },
          .on_update = [this](const ObjectPtr& before,
-                             const ObjectPtr& after) { OnPod(before.get(), after.get()); },
-         .on_delete = [this](const ObjectPtr& pod) { OnPod(pod.get(), nullptr); }});
+                             const ObjectPtr& after) { OnPod(before, after); },
+         .on_delete = [this](const ObjectPtr& pod) { OnPod(pod, nullptr); }});
     caches_ = {nodes_.get(),  instance_types_.get(), namespaces_.get(), flavors_.get(),
                queues_.get(), entrances_.get(),      checks_.get()};
     for (kube::Informer* i : informers_) i->Start();
@@ -240,9 +244,9 @@ class ReconcileLoop {
 
   // The CPU that bound, running Pods request, per node, kept from the Pod events: a pass reads
   // one entry per node instead of every Pod, and starts only when a node's sum changed.
-  void OnPod(const Json* before, const Json* after) {
+  void OnPod(const ObjectPtr& before, const ObjectPtr& after) {
     if (node_check_) node_check_->OnPod(before, after);
-    if (requeuer_) requeuer_->OnPod(before, after);
+    if (requeuer_) requeuer_->OnPod(before.get(), after.get());
     bool changed = false;
     {
       std::lock_guard lock(cpu_mutex_);
@@ -256,8 +260,8 @@ class ReconcileLoop {
         if (total == 0) node_cpu_.erase(node);
         changed = true;
       };
-      if (before != nullptr) add(*before, -1);
-      if (after != nullptr) add(*after, +1);
+      if (before) add(*before, -1);
+      if (after) add(*after, +1);
       if (changed && before != nullptr && after != nullptr &&
           PodCpuMillicores(*before) == PodCpuMillicores(*after) &&
           before->value("status", Json::object()).value("phase", "") ==

@@ -124,5 +124,46 @@ TEST(Informer, ConvergesWithConcurrentWritesAndFeedsAWorkQueue) {
   worker.join();
 }
 
+
+// A transform (the worker's projections) sees every object before the cache and the handlers do:
+// each listed item as its page arrives, and each watch event.
+TEST(Informer, CachesAndHandsOnlyTransformedObjects) {
+  auto client = testing::TestbedClient({.qps = 0});
+  ASSERT_NE(client, nullptr);
+  std::string ns = testing::CreateNamespace(*client, "transform");
+  const ResourceType configmaps = resources::ConfigMaps();
+  for (int i = 0; i < 25; ++i)
+    ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "listed-" + std::to_string(i),
+                                                     {{"group", "g"}, {"bulk", "dropped"}})));
+  std::atomic<int> transformed{0}, untransformed_seen{0};
+  InformerOptions options{.page_size = 10};
+  options.transform = [&](Json& object) {
+    ++transformed;
+    object["data"].erase("bulk");
+    object["metadata"].erase("managedFields");
+  };
+  Informer informer(*client, configmaps, ns, options);
+  auto check = [&](const ObjectPtr& o) {
+    if ((*o)["data"].contains("bulk") || (*o)["metadata"].contains("managedFields"))
+      ++untransformed_seen;
+  };
+  informer.AddEventHandler({.on_add = check,
+                            .on_update = [&](const ObjectPtr&, const ObjectPtr& o) { check(o); },
+                            .on_delete = check});
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
+  EXPECT_EQ(transformed.load(), 25);  // once per listed item, not again on the way in
+  ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "watched", {{"group", "g"}, {"bulk", "x"}})));
+  for (int i = 0; i < 300 && informer.Get(ns + "/watched") == nullptr; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(informer.Get(ns + "/watched"), nullptr);
+  for (const ObjectPtr& o : informer.List()) {
+    check(o);
+    EXPECT_EQ((*o)["data"]["group"], "g");
+  }
+  EXPECT_EQ(untransformed_seen.load(), 0);
+  informer.Stop();
+}
+
 }  // namespace
 }  // namespace gpustack::kube

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-
 #include <mutex>
+#include <tuple>
+
+#include "host/kube/resource.h"
+#include "host/operator/fleet.h"
 
 namespace gpustack::op {
 namespace {
@@ -92,6 +95,68 @@ TEST(TrimForWorkerCache, KeepsTheWorkersOwnManagedFieldsAndNoImages) {
   Json odd = Json::parse(R"({"metadata": "not an object"})");
   TrimForWorkerCache(odd);  // left as it is
   EXPECT_EQ(odd["metadata"], "not an object");
+}
+
+TEST(TrimForWorkerCache, ANodeKeepsTheStatusAPassReads) {
+  Json node = Json::parse(R"({"metadata": {"name": "n", "labels": {"a": "1"}},
+      "spec": {"taints": [{"key": "t", "effect": "NoSchedule"}]},
+      "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7"},
+                 "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                 "conditions": [{"type": "Ready", "status": "True"}],
+                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                 "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                              "bootID": "b", "kernelVersion": "6.1"}}})");
+  const Json whole = node;
+  TrimNodeForWorkerCache(node);
+  EXPECT_EQ(node["status"], Json::parse(R"({"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7"},
+      "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+      "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}})"));
+  EXPECT_EQ(node["metadata"], whole["metadata"]);
+  EXPECT_EQ(node["spec"], whole["spec"]);
+  const NodeFacts a = NodeFactsOf(whole, nullptr), b = NodeFactsOf(node, nullptr);
+  EXPECT_EQ(std::tie(a.os, a.arch, a.capacity, a.labels), std::tie(b.os, b.arch, b.capacity, b.labels));
+}
+
+TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {
+  Json pod = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+      "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                   "generateName": "p-", "labels": {"app": "x", "kueue.x-k8s.io/queue-name": "q"},
+                   "annotations": {"device.gpustack.ai/accelerator.allocated": "{}",
+                                   "gpustack.ai/requeue-attempt": "1", "note": "long text"},
+                   "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "r",
+                                        "controller": true},
+                                       {"kind": "Thing", "name": "t", "uid": "t"}],
+                   "managedFields": [{"manager": "kubelet"}]},
+      "spec": {"nodeName": "n", "volumes": [{"name": "v"}], "tolerations": [{"operator": "Exists"}],
+               "containers": [{"name": "a", "image": "i", "env": [{"name": "E", "value": "1"}],
+                               "resources": {"requests": {"cpu": "250m", "memory": "1Gi"},
+                                             "limits": {"nvidia.com/gpu": "1"}}}],
+               "initContainers": [{"name": "s", "image": "i", "restartPolicy": "Always",
+                                   "resources": {"limits": {"cpu": "1"}}}]},
+      "status": {"phase": "Running", "podIP": "10.0.0.9",
+                 "conditions": [{"type": "Ready", "status": "True"}],
+                 "containerStatuses": [{"name": "a", "imageID": "sha", "ready": true,
+                                        "state": {"running": {"startedAt": "t"}},
+                                        "lastState": {}}]}})");
+  const Json whole = pod;
+  TrimPodForWorkerCache(pod);
+  EXPECT_EQ(PodCpuMillicores(pod), PodCpuMillicores(whole));
+  EXPECT_EQ(PodCpuMillicores(pod), 1250);
+  EXPECT_EQ(kube::ObjectKey(pod), "ns/p");
+  EXPECT_EQ(pod["metadata"], Json::parse(R"({"name": "p", "namespace": "ns", "uid": "u",
+      "resourceVersion": "7", "labels": {"kueue.x-k8s.io/queue-name": "q"},
+      "annotations": {"device.gpustack.ai/accelerator.allocated": "{}",
+                      "gpustack.ai/requeue-attempt": "1"},
+      "ownerReferences": [{"kind": "ReplicaSet", "controller": true}]})"));
+  EXPECT_EQ(pod["spec"], Json::parse(R"({"nodeName": "n",
+      "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m"}, "limits": {}}}],
+      "initContainers": [{"name": "s", "restartPolicy": "Always",
+                          "resources": {"limits": {"cpu": "1"}}}]})"));
+  EXPECT_EQ(pod["status"], Json::parse(R"({"phase": "Running",
+      "containerStatuses": [{"name": "a", "state": {"running": {}}, "lastState": {}}]})"));
+  Json again = pod;
+  TrimPodForWorkerCache(again);
+  EXPECT_EQ(again, pod);  // a watch event and a list item are trimmed alike, once or twice
 }
 
 TEST(SameForPass, ANodesHeartbeatTaintsAndTtlStartNoPassItsLabelsAndCapacityDo) {

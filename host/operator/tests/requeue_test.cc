@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "host/kube/resource.h"
 #include "host/ledger/chosen.h"
+#include "host/operator/reconciler.h"
 
 namespace gpustack::op {
 namespace {
@@ -50,15 +53,36 @@ TEST(Requeue, OnlyAQueuedPlainPodTheNodeRefusedQualifies) {
   auto changed = [](auto edit) {
     Json pod = RefusedPod();
     edit(pod);
-    return RefusalOf(pod).has_value();
+    // The worker's cache holds a projection of each bound Pod: it must judge as the whole does.
+    Json cached = pod;
+    TrimPodForWorkerCache(cached);
+    auto whole = RefusalOf(pod), projected = RefusalOf(cached);
+    EXPECT_EQ(whole.has_value(), projected.has_value()) << pod.dump();
+    if (whole && projected) {
+      EXPECT_EQ(std::tie(whole->node, whole->reason, whole->message, whole->attempt, whole->chain,
+                         whole->at),
+                std::tie(projected->node, projected->reason, projected->message,
+                         projected->attempt, projected->chain, projected->at));
+    }
+    return whole.has_value();
   };
   // The Pod failed for its own reasons, ran, is not queued, has an owner that replaces it, is
   // being deleted, or never reached a node: left alone.
+  EXPECT_TRUE(changed([](Json&) {}));
+  EXPECT_TRUE(changed([](Json& p) {
+    p["metadata"]["annotations"]["gpustack.ai/requeue-attempt"] = "2";
+    p["metadata"]["annotations"]["gpustack.ai/requeue-of"] = "first";
+    p["status"].erase("startTime");
+  }));
   EXPECT_FALSE(changed([](Json& p) { p["status"]["reason"] = "Error"; }));
   EXPECT_FALSE(changed([](Json& p) { p["status"]["reason"] = "Evicted"; }));
   EXPECT_FALSE(changed([](Json& p) { p["status"]["phase"] = "Pending"; }));
   EXPECT_FALSE(changed([](Json& p) {
     p["status"]["containerStatuses"] = {{{"name", "main"}, {"state", {{"terminated", {}}}}}};
+  }));
+  EXPECT_FALSE(changed([](Json& p) {
+    p["status"]["initContainerStatuses"] = {
+        {{"name", "init"}, {"image", "busybox"}, {"lastState", {{"terminated", {}}}}}};
   }));
   EXPECT_FALSE(
       changed([](Json& p) { p["metadata"]["labels"].erase("kueue.x-k8s.io/queue-name"); }));
