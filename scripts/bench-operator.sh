@@ -13,4 +13,4 @@ KUBECONFIG=$(scripts/testbed/testbed.sh up --dir "$dir" --kueue --controller-man
 # shellcheck disable=SC1091
 source "$dir/env"
 "$KUBE_BIN/kubectl" apply --server-side -f crds/ >/dev/null
-build/bin/operator_bench build/bin/gpustack-operator "$@"
+build/bin/operator_bench "${GPUSTACK_BENCH_WORKER:-build/bin/gpustack-operator}" "$@"

@@ -4,10 +4,13 @@
 //   - the time from the worker's start until every pool, flavor, queue and entrance is there,
 //     and until every node carries its labels; the worker's RSS then;
 //   - the latency from one Devices status change to the InstanceType status showing it;
-//   - what the worker sends in a steady cluster.
-// Prints figures; asserts nothing.
+//   - what the worker sends in a steady cluster;
+//   - its RSS beside Kueue's controller-manager's, in the same cluster.
+// The fleet has `pods_per_node` bound, running Pods on every node, shaped as a Deployment's are
+// (the worker caches every bound Pod). Prints figures; asserts nothing.
 //
 //   KUBECONFIG=... operator_bench <gpustack-operator> [nodes=1000] [changes=200] [steady_s=60]
+//                                 [pods_per_node=10]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,6 +22,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -47,6 +51,81 @@ const ResourceType kLocalQueues = resources::LocalQueues();
 constexpr const char* kPool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
 
 long RssKb(pid_t pid) { return bench::StatusKb(std::to_string(pid), "VmRSS:"); }
+
+// Kueue's controller-manager in this control plane (the testbed runs it as `kueue --config`).
+pid_t KueuePid() {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    const std::string program = cmdline.substr(0, cmdline.find('\0'));
+    if (program.ends_with("/kueue") && cmdline.find("--config") != std::string::npos)
+      return std::stoi(pid);
+  }
+  return 0;
+}
+
+void PrintRss(const char* when, pid_t worker) {
+  const pid_t kueue = KueuePid();
+  std::printf("RSS %s: worker %.1f MB (RssAnon %.1f MB); Kueue's controller-manager %s\n", when,
+              RssKb(worker) / 1024.0,
+              bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
+              kueue == 0 ? "not found"
+                         : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
+}
+
+// A bound, running Pod as a Deployment's looks once the kubelet reported it: an owner, a
+// service-account volume, env, probes, the default tolerations (forever here: the bench's nodes
+// have no kubelet, and the controller-manager would evict from them), conditions, a status per
+// container.
+Json BoundPod(const std::string& node, int i) {
+  static const Json shape = Json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"namespace": "default", "labels": {"pod-template-hash": "7d9f8c6b5"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": true,
+                           "blockOwnerDeletion": true}]},
+    "spec": {
+      "containers": [{
+        "name": "app", "image": "registry.example.com/team/app:1.27.3",
+        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+        "env": [{"name": "LOG_LEVEL", "value": "info"},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                                                                "fieldPath": "metadata.name"}}}],
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+        "volumeMounts": [{"name": "kube-api-access", "readOnly": true,
+                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+      "tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}],
+      "volumes": [{"name": "kube-api-access", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]},
+    "status": {
+      "phase": "Running", "hostIP": "10.0.0.1", "startTime": "2026-12-01T10:00:00Z",
+      "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"},
+                     {"type": "ContainersReady", "status": "True"},
+                     {"type": "PodScheduled", "status": "True"}],
+      "containerStatuses": [{
+        "name": "app", "ready": true, "restartCount": 0, "started": true,
+        "image": "registry.example.com/team/app:1.27.3",
+        "imageID": "registry.example.com/team/app@sha256:a3f1c9d2e4b5a6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1",
+        "containerID": "containerd://9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b",
+        "state": {"running": {"startedAt": "2026-12-01T10:00:02Z"}}}]}
+  })");
+  Json pod = shape;
+  const std::string app = "bench-" + std::to_string(i % 50);
+  pod["metadata"]["name"] = app + "-7d9f8c6b5-" + std::to_string(i);
+  pod["metadata"]["labels"]["app"] = app;
+  pod["metadata"]["ownerReferences"][0]["name"] = app + "-7d9f8c6b5";
+  pod["metadata"]["ownerReferences"][0]["uid"] =
+      "6f1c2b9e-6a8e-4c1e-9d0a-1f6c2d3e4b" + std::to_string(10 + i % 50);
+  pod["spec"]["nodeName"] = node;
+  pod["status"]["podIP"] = "10.244." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 2);
+  return pod;
+}
 
 std::string Metrics(int port) {
   std::string out;
@@ -81,13 +160,15 @@ void Parallel(int n, const std::function<void(int)>& job) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: operator_bench <gpustack-operator> [nodes] [changes] [steady_s]\n");
+                 "usage: operator_bench <gpustack-operator> [nodes] [changes] [steady_s] "
+                 "[pods_per_node]\n");
     return 2;
   }
   const std::string binary = argv[1];
   const int nodes = argc > 2 ? std::atoi(argv[2]) : 1000;
   const int changes = argc > 3 ? std::atoi(argv[3]) : 200;
   const int steady_s = argc > 4 ? std::atoi(argv[4]) : 60;
+  const int pods_per_node = argc > 5 ? std::atoi(argv[5]) : 10;
   auto made = Client::FromEnvironment({.qps = 0});
   if (!made) {
     std::fprintf(stderr, "%s\n", made.error().c_str());
@@ -131,6 +212,22 @@ int main(int argc, char** argv) {
   });
   std::printf("fleet: %d nodes x 8 cards applied in %.1f s\n", nodes,
               Ms(Clock::now() - made_at) / 1000);
+  const auto pods_at = Clock::now();
+  std::atomic<int> failed_pods{0};
+  Parallel(nodes * pods_per_node, [&](int i) {
+    Json pod = BoundPod(name(i / pods_per_node), i);
+    Json status = {{"status", pod["status"]}};
+    auto created = client.Create(resources::Pods(), pod);
+    if (!created || !client.Patch(resources::Pods(), "default",
+                                  pod["metadata"]["name"].get<std::string>(), PatchType::kMerge,
+                                  status, "status")) {
+      if (failed_pods++ == 0)
+        std::fprintf(stderr, "a bound Pod: %s\n",
+                     created ? "its status patch failed" : created.error().c_str());
+    }
+  });
+  std::printf("%d bound, running Pods created in %.1f s (%d failed)\n", nodes * pods_per_node,
+              Ms(Clock::now() - pods_at) / 1000, failed_pods.load());
 
   // The worker, with its webhooks reachable on loopback (the apiserver calls them for every
   // InstanceType it creates, as in a cluster).
@@ -185,7 +282,7 @@ int main(int argc, char** argv) {
   std::printf("worker start -> every node labelled managed: %.2f s\n",
               Ms(Clock::now() - started) / 1000);
   std::this_thread::sleep_for(std::chrono::seconds(5));
-  std::printf("worker RSS after convergence: %.1f MB (pid %d)\n", RssKb(pid) / 1024.0, pid);
+  PrintRss("after convergence", pid);
   std::fflush(stdout);
 
   // One Devices change at a time: a card taken, then given back, on a different node each time.
@@ -260,8 +357,8 @@ int main(int argc, char** argv) {
                                      Counter(before, "gpustack_worker_passes_total")),
               static_cast<long long>(Counter(after, "gpustack_worker_writes_total") -
                                      Counter(before, "gpustack_worker_writes_total")));
-  std::printf("worker RSS at the end: %.1f MB; last pass %s s\n", RssKb(pid) / 1024.0,
-              [&] {
+  PrintRss("at the end", pid);
+  std::printf("last pass %s s\n", [&] {
                 std::istringstream m(after);
                 for (std::string line; std::getline(m, line);)
                   if (line.rfind("gpustack_worker_last_pass_seconds", 0) == 0)
