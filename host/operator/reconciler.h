@@ -109,9 +109,9 @@ bool SameForPass(const std::string& plural, const Json& before, const Json& afte
 // addresses for an Instance's host IPs).
 void TrimNodeForWorkerCache(Json& node);
 // Of a bound Pod, what the CPU view, gate 3's ledger and the requeuer's verdict read: identity,
-// Kueue's labels, gpustack's annotations, its controller, the node, each container's CPU, the
-// phase and which states its containers were ever in. The requeuer reads the whole Pod again
-// before it copies one. About a tenth of the whole in memory (docs/footprint.md).
+// gpustack's annotations, the node, each container's CPU and the phase; of a Failed one also
+// Kueue's labels, its controller and which states its containers were ever in. The requeuer
+// reads the whole Pod again before it copies one (docs/footprint.md).
 void TrimPodForWorkerCache(Json& pod);
 // The map keys under `path` in a fieldsV1 set ("f:metadata", "f:labels" -> label keys).
 std::set<std::string> OwnedKeys(const Json& fields, JsonPath path);

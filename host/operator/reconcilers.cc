@@ -575,6 +575,17 @@ void TrimPodForWorkerCache(Json& pod) {
           if (auto at = container.find(state); at != container.end()) keys_only(*at);
       });
   }
+  // Only a Failed Pod is judged for a requeue: of every other, the identity, the node, the CPU,
+  // the phase and the allocation annotations are all that is read (most of a fleet's Pods).
+  if (StringAt(pod, {"status", "phase"}) != "Failed") {
+    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+      for (const char* key : {"labels", "ownerReferences", "creationTimestamp", "deletionTimestamp"})
+        meta->erase(key);
+      if (auto a = meta->find("annotations"); a != meta->end() && a->empty()) meta->erase(a);
+    }
+    if (auto status = pod.find("status"); status != pod.end() && status->is_object())
+      KeepOnly(*status, {"phase"});
+  }
 }
 
 std::set<std::string> OwnedKeys(const Json& fields, JsonPath path) {
