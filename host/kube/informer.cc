@@ -162,8 +162,8 @@ void Informer::Remove(const std::string& key, ObjectPtr final_state) {
 }
 
 Status Informer::ListAndReplace(std::stop_token stop) {
-  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size,
-                           "", options_.transform};
+  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size, "",
+                           options_.transform};
   auto list = client_.List(type_, namespace_, list_options);
   if (!list) {
     return list.failure();

@@ -579,7 +579,8 @@ void TrimPodForWorkerCache(Json& pod) {
   // the phase and the allocation annotations are all that is read (most of a fleet's Pods).
   if (StringAt(pod, {"status", "phase"}) != "Failed") {
     if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
-      for (const char* key : {"labels", "ownerReferences", "creationTimestamp", "deletionTimestamp"})
+      for (const char* key :
+           {"labels", "ownerReferences", "creationTimestamp", "deletionTimestamp"})
         meta->erase(key);
       if (auto a = meta->find("annotations"); a != meta->end() && a->empty()) meta->erase(a);
     }

@@ -203,11 +203,10 @@ class ReconcileLoop {
                                             .manufacturers = &options_.manufacturers});
       for (kube::Informer* i : instances_->informers()) informers_.push_back(i);
     }
-    pods_->AddEventHandler(
-        {.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod); },
-         .on_update = [this](const ObjectPtr& before,
-                             const ObjectPtr& after) { OnPod(before, after); },
-         .on_delete = [this](const ObjectPtr& pod) { OnPod(pod, nullptr); }});
+    pods_->AddEventHandler({.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod); },
+                            .on_update = [this](const ObjectPtr& before,
+                                                const ObjectPtr& after) { OnPod(before, after); },
+                            .on_delete = [this](const ObjectPtr& pod) { OnPod(pod, nullptr); }});
     caches_ = {nodes_.get(),  instance_types_.get(), namespaces_.get(), flavors_.get(),
                queues_.get(), entrances_.get(),      checks_.get()};
     for (kube::Informer* i : informers_) i->Start();

@@ -69,10 +69,8 @@ pid_t KueuePid() {
 void PrintRss(const char* when, pid_t worker) {
   const pid_t kueue = KueuePid();
   std::printf("RSS %s: worker %.1f MB (RssAnon %.1f MB); Kueue's controller-manager %s\n", when,
-              RssKb(worker) / 1024.0,
-              bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
-              kueue == 0 ? "not found"
-                         : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
+              RssKb(worker) / 1024.0, bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
+              kueue == 0 ? "not found" : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
 }
 
 // A bound, running Pod as a Deployment's looks once the kubelet reported it: an owner, a
@@ -123,7 +121,8 @@ Json BoundPod(const std::string& node, int i) {
   pod["metadata"]["ownerReferences"][0]["uid"] =
       "6f1c2b9e-6a8e-4c1e-9d0a-1f6c2d3e4b" + std::to_string(10 + i % 50);
   pod["spec"]["nodeName"] = node;
-  pod["status"]["podIP"] = "10.244." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 2);
+  pod["status"]["podIP"] =
+      "10.244." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 2);
   return pod;
 }
 
@@ -218,9 +217,9 @@ int main(int argc, char** argv) {
     Json pod = BoundPod(name(i / pods_per_node), i);
     Json status = {{"status", pod["status"]}};
     auto created = client.Create(resources::Pods(), pod);
-    if (!created || !client.Patch(resources::Pods(), "default",
-                                  pod["metadata"]["name"].get<std::string>(), PatchType::kMerge,
-                                  status, "status")) {
+    if (!created ||
+        !client.Patch(resources::Pods(), "default", pod["metadata"]["name"].get<std::string>(),
+                      PatchType::kMerge, status, "status")) {
       if (failed_pods++ == 0)
         std::fprintf(stderr, "a bound Pod: %s\n",
                      created ? "its status patch failed" : created.error().c_str());
@@ -358,7 +357,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(Counter(after, "gpustack_worker_writes_total") -
                                      Counter(before, "gpustack_worker_writes_total")));
   PrintRss("at the end", pid);
-  std::printf("last pass %s s\n", [&] {
+  std::printf("last pass %s s\n",
+              [&] {
                 std::istringstream m(after);
                 for (std::string line; std::getline(m, line);)
                   if (line.rfind("gpustack_worker_last_pass_seconds", 0) == 0)

@@ -124,7 +124,6 @@ TEST(Informer, ConvergesWithConcurrentWritesAndFeedsAWorkQueue) {
   worker.join();
 }
 
-
 // A transform (the worker's projections) sees every object before the cache and the handlers do:
 // each listed item as its page arrives, and each watch event.
 TEST(Informer, CachesAndHandsOnlyTransformedObjects) {
@@ -153,7 +152,8 @@ TEST(Informer, CachesAndHandsOnlyTransformedObjects) {
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
   EXPECT_EQ(transformed.load(), 25);  // once per listed item, not again on the way in
-  ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "watched", {{"group", "g"}, {"bulk", "x"}})));
+  ASSERT_TRUE(
+      client->Create(configmaps, ConfigMap(ns, "watched", {{"group", "g"}, {"bulk", "x"}})));
   for (int i = 0; i < 300 && informer.Get(ns + "/watched") == nullptr; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_NE(informer.Get(ns + "/watched"), nullptr);

@@ -114,7 +114,8 @@ TEST(TrimForWorkerCache, ANodeKeepsTheStatusAPassReads) {
   EXPECT_EQ(node["metadata"], whole["metadata"]);
   EXPECT_EQ(node["spec"], whole["spec"]);
   const NodeFacts a = NodeFactsOf(whole, nullptr), b = NodeFactsOf(node, nullptr);
-  EXPECT_EQ(std::tie(a.os, a.arch, a.capacity, a.labels), std::tie(b.os, b.arch, b.capacity, b.labels));
+  EXPECT_EQ(std::tie(a.os, a.arch, a.capacity, a.labels),
+            std::tie(b.os, b.arch, b.capacity, b.labels));
 }
 
 TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {

@@ -61,8 +61,8 @@ TEST(Requeue, OnlyAQueuedPlainPodTheNodeRefusedQualifies) {
     if (whole && projected) {
       EXPECT_EQ(std::tie(whole->node, whole->reason, whole->message, whole->attempt, whole->chain,
                          whole->at),
-                std::tie(projected->node, projected->reason, projected->message,
-                         projected->attempt, projected->chain, projected->at));
+                std::tie(projected->node, projected->reason, projected->message, projected->attempt,
+                         projected->chain, projected->at));
     }
     return whole.has_value();
   };
