@@ -526,7 +526,10 @@ void TrimNodeForWorkerCache(Json& node) {
 void TrimPodForWorkerCache(Json& pod) {
   TrimForWorkerCache(pod);
   KeepOnly(pod, {"apiVersion", "kind", "metadata", "spec", "status"});
-  auto keep_keys = [](Json& map, std::initializer_list<std::string_view> prefixes) {
+  // Only a Failed Pod is judged for a requeue; of every other (most of a fleet's Pods) the
+  // identity, the node, the CPU, the phase and the allocation annotations are all that is read.
+  const bool failed = StringAt(pod, {"status", "phase"}) == "Failed";
+  auto keep_prefixed = [](Json& map, std::initializer_list<std::string_view> prefixes) {
     if (!map.is_object()) return;
     for (auto it = map.begin(); it != map.end();) {
       const bool keep = std::any_of(prefixes.begin(), prefixes.end(),
@@ -534,18 +537,19 @@ void TrimPodForWorkerCache(Json& pod) {
       it = keep ? std::next(it) : map.erase(it);
     }
   };
-  // Emptied values where only a key's presence is read (a container state's kind).
-  auto keys_only = [](Json& map) {
-    if (!map.is_object()) return;
-    for (auto& [key, value] : map.items()) value = Json::object();
-  };
   if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
-    KeepOnly(*meta, {"name", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                     "deletionTimestamp", "labels", "annotations", "ownerReferences"});
+    if (failed) {
+      KeepOnly(*meta, {"name", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                       "deletionTimestamp", "labels", "annotations", "ownerReferences"});
+    } else {
+      KeepOnly(*meta, {"name", "namespace", "uid", "resourceVersion", "annotations"});
+    }
     if (auto labels = meta->find("labels"); labels != meta->end())
-      keep_keys(*labels, {"kueue.x-k8s.io/"});
-    if (auto annotations = meta->find("annotations"); annotations != meta->end())
-      keep_keys(*annotations, {"device.gpustack.ai/", "gpustack.ai/"});
+      keep_prefixed(*labels, {"kueue.x-k8s.io/"});
+    if (auto annotations = meta->find("annotations"); annotations != meta->end()) {
+      keep_prefixed(*annotations, {"device.gpustack.ai/", "gpustack.ai/"});
+      if (!failed && annotations->empty()) meta->erase(annotations);
+    }
     if (auto owners = meta->find("ownerReferences"); owners != meta->end() && owners->is_array()) {
       Json controllers = Json::array();
       for (Json& owner : *owners)
@@ -566,26 +570,22 @@ void TrimPodForWorkerCache(Json& pod) {
       });
   }
   if (auto status = pod.find("status"); status != pod.end()) {
+    if (!failed) {
+      KeepOnly(*status, {"phase"});
+      return;
+    }
     KeepOnly(*status, {"phase", "reason", "message", "startTime", "containerStatuses",
                        "initContainerStatuses"});
+    // Of each container, which states it was ever in: only a state's kind is read.
     for (const char* list : {"containerStatuses", "initContainerStatuses"})
-      ForEachIn(*status, list, [&](Json& container) {
+      ForEachIn(*status, list, [](Json& container) {
         KeepOnly(container, {"name", "state", "lastState"});
-        for (const char* state : {"state", "lastState"})
-          if (auto at = container.find(state); at != container.end()) keys_only(*at);
+        for (const char* state : {"state", "lastState"}) {
+          auto at = container.find(state);
+          if (at == container.end() || !at->is_object()) continue;
+          for (auto& [kind, details] : at->items()) details = Json::object();
+        }
       });
-  }
-  // Only a Failed Pod is judged for a requeue: of every other, the identity, the node, the CPU,
-  // the phase and the allocation annotations are all that is read (most of a fleet's Pods).
-  if (StringAt(pod, {"status", "phase"}) != "Failed") {
-    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
-      for (const char* key :
-           {"labels", "ownerReferences", "creationTimestamp", "deletionTimestamp"})
-        meta->erase(key);
-      if (auto a = meta->find("annotations"); a != meta->end() && a->empty()) meta->erase(a);
-    }
-    if (auto status = pod.find("status"); status != pod.end() && status->is_object())
-      KeepOnly(*status, {"phase"});
   }
 }
 

@@ -278,19 +278,14 @@ void PodRequeuer::Handle(const std::string& key, Pending p) {
   // The cache keeps a projection of each Pod (docs/footprint.md): the copy is made from the
   // whole Pod, read now. One of the same name but another uid is not the refused Pod.
   auto whole = client_.Get(kube::resources::Pods(), ns, StringAt(p.pod, {"metadata", "name"}));
-  if (!whole && kube::IsNotFound(whole.failure())) {
-    std::lock_guard lock(mutex_);
-    pending_.erase(key);  // deleted meanwhile: nothing left to replace
-    return;
-  }
-  if (!whole) {
+  if (!whole && !kube::IsNotFound(whole.failure())) {
     log->warn("{}: cannot read it to copy it: {}", key, whole.error());
     RetryLater(key);
     return;
   }
-  if (StringAt(*whole, {"metadata", "uid"}) != uid) {
+  if (!whole || StringAt(*whole, {"metadata", "uid"}) != uid) {
     std::lock_guard lock(mutex_);
-    pending_.erase(key);
+    pending_.erase(key);  // deleted meanwhile: nothing left to replace
     return;
   }
   // The Workload holds the Pod as the user queued it; it lives until the refused Pod is deleted.

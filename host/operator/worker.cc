@@ -1,6 +1,5 @@
 #include "host/operator/worker.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,9 +77,6 @@ class ReconcileLoop {
     SetSynced(true);
     log_->info("caches synced: {} nodes, {} Devices, {} InstanceTypes", nodes_->Size(),
                devices_->Size(), instance_types_->Size());
-    // The initial lists' pages (whole objects, parsed, then trimmed) are free now but resident:
-    // give them back once (docs/footprint.md).
-    malloc_trim(0);
     queue_.Add("sync");
     std::jthread checking, requeueing, instancing;
     if (instances_) {
