@@ -10,6 +10,7 @@
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +30,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+namespace local = asio::local;
 using Clock = std::chrono::steady_clock;
 
 // The label of requests for paths no route serves: a client must not grow the counters at will.
@@ -158,7 +160,9 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   std::map<std::pair<std::string, int>, uint64_t> answers;  // path, status
 
   asio::io_context io;
-  std::unique_ptr<tcp::acceptor> acceptor;  // destroyed before the io_context it uses
+  // Destroyed before the io_context they use.
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<local::stream_protocol::acceptor> local_acceptor;
   std::vector<std::thread> threads;
 
   std::shared_ptr<asio::ssl::context> Tls() {
@@ -250,8 +254,8 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   }
 
   // Writes a stream's chunks as they come, until the producer closes it or the client goes.
-  asio::awaitable<void> Pump(beast::ssl_stream<beast::tcp_stream>& stream,
-                             http::response<http::string_body>& header,
+  template <class Stream>
+  asio::awaitable<void> Pump(Stream& stream, http::response<http::string_body>& header,
                              const std::shared_ptr<ChunkStream>& source) {
     auto shared = source->shared();
     auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
@@ -317,7 +321,8 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
     ++answers[{kTooLarge, 413}];
   }
 
-  asio::awaitable<void> Session(tcp::socket socket) {
+  // A TLS connection: the handshake, its requests, then a TLS shutdown.
+  asio::awaitable<void> TlsSession(tcp::socket socket) {
     struct Count {
       std::atomic<int>& n;
       ~Count() { --n; }
@@ -330,53 +335,82 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
       const std::vector<std::string> peer = options.request_client_certificate
                                                 ? PeerChain(stream.native_handle())
                                                 : std::vector<std::string>{};
-      beast::flat_buffer buffer(16384);
-      for (;;) {
-        http::request_parser<http::string_body> parser;
-        parser.body_limit(options.body_limit);
-        parser.header_limit(static_cast<uint32_t>(options.header_limit));
-        // A kept-alive connection may wait this long for its next request.
-        beast::get_lowest_layer(stream).expires_after(options.idle_timeout);
-        beast::error_code read_error;
-        co_await http::async_read_header(stream, buffer, parser,
-                                         asio::redirect_error(asio::use_awaitable, read_error));
-        beast::get_lowest_layer(stream).expires_after(options.request_timeout);
-        if (!read_error && !parser.is_done())
-          co_await http::async_read(stream, buffer, parser,
-                                    asio::redirect_error(asio::use_awaitable, read_error));
-        if (read_error == http::error::body_limit) {
-          // Said, then closed: the rest of the body is never read.
-          CountTooLarge();
-          http::response<http::string_body> too_large{http::status::payload_too_large, 11};
-          too_large.set(http::field::content_type, "application/json");
-          too_large.body() = ErrorBody("the request is larger than " +
-                                       std::to_string(options.body_limit) + " bytes");
-          too_large.keep_alive(false);
-          too_large.prepare_payload();
-          co_await http::async_write(stream, too_large, asio::use_awaitable);
-          break;
-        }
-        if (read_error) throw boost::system::system_error(read_error);
-        auto [response, streamed] = Respond(parser.get(), peer);
-        if (streamed) {
-          co_await Pump(stream, response, streamed);
-          break;
-        }
-        const bool keep = response.keep_alive();
-        co_await http::async_write(stream, response, asio::use_awaitable);
-        if (!keep) break;
-      }
+      co_await Serve(stream, peer);
       beast::error_code ignored;
       beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
       co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ignored));
     } catch (const boost::system::system_error& e) {
-      if (e.code() == http::error::header_limit) {
-        CountTooLarge();
-      } else {
-        log->debug("connection ended: {}", e.what());
-      }
+      Ended(e);
     } catch (const std::exception& e) {
       log->debug("connection ended: {}", e.what());
+    }
+  }
+
+  // A connection on the unix socket: plain HTTP, its file's permissions are the access control.
+  asio::awaitable<void> LocalSession(local::stream_protocol::socket socket) {
+    struct Count {
+      std::atomic<int>& n;
+      ~Count() { --n; }
+    } count{connections};
+    beast::basic_stream<local::stream_protocol> stream(std::move(socket));
+    try {
+      const std::vector<std::string> no_certificates;
+      co_await Serve(stream, no_certificates);
+      beast::error_code ignored;
+      stream.socket().shutdown(local::stream_protocol::socket::shutdown_send, ignored);
+    } catch (const boost::system::system_error& e) {
+      Ended(e);
+    } catch (const std::exception& e) {
+      log->debug("connection ended: {}", e.what());
+    }
+  }
+
+  void Ended(const boost::system::system_error& e) {
+    if (e.code() == http::error::header_limit) {
+      CountTooLarge();
+    } else {
+      log->debug("connection ended: {}", e.what());
+    }
+  }
+
+  // Reads requests and writes their answers until the client or an answer ends the connection.
+  template <class Stream>
+  asio::awaitable<void> Serve(Stream& stream, const std::vector<std::string>& peer) {
+    beast::flat_buffer buffer(16384);
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(options.body_limit);
+      parser.header_limit(static_cast<uint32_t>(options.header_limit));
+      // A kept-alive connection may wait this long for its next request.
+      beast::get_lowest_layer(stream).expires_after(options.idle_timeout);
+      beast::error_code read_error;
+      co_await http::async_read_header(stream, buffer, parser,
+                                       asio::redirect_error(asio::use_awaitable, read_error));
+      beast::get_lowest_layer(stream).expires_after(options.request_timeout);
+      if (!read_error && !parser.is_done())
+        co_await http::async_read(stream, buffer, parser,
+                                  asio::redirect_error(asio::use_awaitable, read_error));
+      if (read_error == http::error::body_limit) {
+        // Said, then closed: the rest of the body is never read.
+        CountTooLarge();
+        http::response<http::string_body> too_large{http::status::payload_too_large, 11};
+        too_large.set(http::field::content_type, "application/json");
+        too_large.body() = ErrorBody("the request is larger than " +
+                                     std::to_string(options.body_limit) + " bytes");
+        too_large.keep_alive(false);
+        too_large.prepare_payload();
+        co_await http::async_write(stream, too_large, asio::use_awaitable);
+        break;
+      }
+      if (read_error) throw boost::system::system_error(read_error);
+      auto [response, streamed] = Respond(parser.get(), peer);
+      if (streamed) {
+        co_await Pump(stream, response, streamed);
+        break;
+      }
+      const bool keep = response.keep_alive();
+      co_await http::async_write(stream, response, asio::use_awaitable);
+      if (!keep) break;
     }
   }
 
@@ -396,10 +430,75 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       auto executor = socket.get_executor();
-      asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
+      asio::co_spawn(executor, TlsSession(std::move(socket)), asio::detached);
     }
   }
+
+  asio::awaitable<void> AcceptLocal() {
+    for (;;) {
+      local::stream_protocol::socket socket =
+          co_await local_acceptor->async_accept(asio::make_strand(io), asio::use_awaitable);
+      if (connections.load() >= options.max_connections) {
+        beast::error_code ignored;
+        socket.close(ignored);
+        continue;
+      }
+      ++connections;
+      auto executor = socket.get_executor();
+      asio::co_spawn(executor, LocalSession(std::move(socket)), asio::detached);
+    }
+  }
+
+  Status ListenLocal();
+  Status ListenTcp();
 };
+
+Status Server::State::ListenLocal() {
+  namespace fs = std::filesystem;
+  const fs::path& path = options.unix_socket;
+  std::error_code fec;
+  fs::create_directories(path.parent_path(), fec);
+  // A socket left by a process that died is in the way; anything else at the path is not ours.
+  if (fs::is_socket(fs::symlink_status(path, fec))) fs::remove(path, fec);
+  if (fs::exists(fs::symlink_status(path, fec)))
+    return Error{"cannot listen for " + options.name + " on " + path.string() +
+                 ": something that is not a socket is there"};
+  beast::error_code ec;
+  local_acceptor = std::make_unique<local::stream_protocol::acceptor>(io);
+  const local::stream_protocol::endpoint endpoint(path.string());
+  local_acceptor->open(endpoint.protocol(), ec);
+  if (!ec) local_acceptor->bind(endpoint, ec);
+  // Owner only, before anyone may connect: listen() comes after.
+  if (!ec && ::chmod(path.c_str(), 0600) != 0) ec.assign(errno, boost::system::system_category());
+  if (!ec) local_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Error{"cannot listen for " + options.name + " on " + path.string() + ": " +
+                 ec.message()};
+  asio::co_spawn(io, AcceptLocal(), asio::detached);
+  return Ok{};
+}
+
+Status Server::State::ListenTcp() {
+  if (!Tls()) return Error{"the " + options.name + " server has no certificate"};
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(options.address, ec);
+  if (ec)
+    return Error{"bad " + options.name + " listen address " + options.address + ": " +
+                 ec.message()};
+  acceptor = std::make_unique<tcp::acceptor>(io);
+  const tcp::endpoint endpoint(address, options.port);
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error{"cannot listen for " + options.name + " on " + options.address + ":" +
+                 std::to_string(options.port) + ": " + ec.message()};
+  }
+  port = acceptor->local_endpoint().port();
+  asio::co_spawn(io, Accept(), asio::detached);
+  return Ok{};
+}
 
 Server::Server(ServerOptions options, std::vector<Route> routes)
     : state_(std::make_shared<State>()) {
@@ -435,24 +534,9 @@ Status Server::SetCertificate(const KeyPair& pair) {
 
 Status Server::Start() {
   State& s = *state_;
-  const std::string& name = s.options.name;
-  if (!s.Tls()) return Error{"the " + name + " server has no certificate"};
-  beast::error_code ec;
-  const auto address = asio::ip::make_address(s.options.address, ec);
-  if (ec)
-    return Error{"bad " + name + " listen address " + s.options.address + ": " + ec.message()};
-  s.acceptor = std::make_unique<tcp::acceptor>(s.io);
-  const tcp::endpoint endpoint(address, s.options.port);
-  s.acceptor->open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor->bind(endpoint, ec);
-  if (!ec) s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Error{"cannot listen for " + name + " on " + s.options.address + ":" +
-                 std::to_string(s.options.port) + ": " + ec.message()};
-  }
-  s.port = s.acceptor->local_endpoint().port();
-  asio::co_spawn(s.io, s.Accept(), asio::detached);
+  if (Status listening = s.options.unix_socket.empty() ? s.ListenTcp() : s.ListenLocal();
+      !listening)
+    return listening;
   for (int i = 0; i < std::max(1, s.options.threads); ++i)
     s.threads.emplace_back([state = state_] {
       NameThisThread("https");
@@ -468,6 +552,11 @@ void Server::Stop() {
     if (t.joinable()) t.join();
   }
   state_->threads.clear();
+  if (state_->local_acceptor) {
+    std::error_code ignored;
+    std::filesystem::remove(state_->options.unix_socket, ignored);
+    state_->local_acceptor.reset();
+  }
 }
 
 uint16_t Server::port() const { return state_->port; }
@@ -515,6 +604,11 @@ Result<KeyPair> CertificateFor(const std::filesystem::path& dir, const std::stri
 
 Result<std::unique_ptr<Server>> StartEndpoint(const EndpointOptions& options,
                                               std::vector<Route> routes) {
+  if (!options.server.unix_socket.empty()) {
+    auto server = std::make_unique<Server>(options.server, std::move(routes));
+    if (Status started = server->Start(); !started) return started.failure();
+    return server;
+  }
   auto certificate = CertificateFor(options.cert_dir, options.common_name);
   if (!certificate) return certificate.failure();
   auto server = std::make_unique<Server>(options.server, std::move(routes));

@@ -90,6 +90,10 @@ struct ServerOptions {
   // Ask clients for a certificate (an aggregating apiserver's front-proxy identity); a client
   // without one is still served. Its chain reaches the handler in Request::peer_certificates.
   bool request_client_certificate = false;
+  // When set, plain HTTP on this unix socket instead of HTTPS on address:port (no certificate
+  // needed). The socket is made mode 0600: its owner is the only client. A socket left at the
+  // path by a process that died is replaced; any other file there is an error.
+  std::filesystem::path unix_socket{};
 };
 
 // Latency of the answers on one route, as a cumulative histogram (Prometheus buckets).
@@ -111,7 +115,8 @@ class Server {
 
   // Installs the certificate new connections get; the error says what is wrong with it.
   Status SetCertificate(const KeyPair& pair);
-  // Listens (after SetCertificate) on the I/O threads; the error names the address.
+  // Listens (after SetCertificate, unless on a unix socket) on the I/O threads; the error names
+  // the address.
   Status Start();
   void Stop();
   uint16_t port() const;  // the bound port

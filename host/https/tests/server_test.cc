@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace gpustack::https {
@@ -83,6 +87,60 @@ TEST(Server, AnAddressInUseIsNamed) {
       started.error().find("cannot listen for second on 127.0.0.1:" + std::to_string(first.port())),
       std::string::npos)
       << started.error();
+}
+
+// On a unix socket: plain HTTP, no certificate, a file only its owner may open; a socket left
+// by a dead process is replaced, anything else at the path is refused, and Stop removes it.
+TEST(Server, ServesPlainHttpOnAUnixSocketOnlyItsOwnerMayOpen) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("https-unix-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const fs::path socket = dir / "nested" / "api.sock";
+  auto stream = std::make_shared<ChunkStream>();
+  std::vector<Route> routes = {{"/hello",
+                                {"GET"},
+                                [](const Request& r) {
+                                  return Response{200, "{\"q\":\"" + r.query + "\"}"};
+                                }},
+                               {"/watch", {"GET"}, [stream](const Request&) {
+                                  Response r;
+                                  r.stream = stream;
+                                  return r;
+                                }}};
+  {
+    Server stale({.name = "stale", .unix_socket = socket}, routes);
+    ASSERT_TRUE(stale.Start());  // no certificate needed
+    // Left behind as a killed process leaves it: the file stays, nobody listens.
+    const fs::path kept = dir / "kept.sock";
+    fs::rename(socket, kept);
+    stale.Stop();
+    fs::rename(kept, socket);
+  }
+  Server server({.name = "gateway", .unix_socket = socket}, routes);
+  ASSERT_TRUE(server.Start());
+  EXPECT_EQ(fs::status(socket).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  const std::string via = "--unix-socket " + socket.string() + " http://localhost";
+  EXPECT_EQ(Curl(via + "/hello?x=1"), "{\"q\":\"x=1\"} 200");
+  EXPECT_EQ(Curl(via + "/nope"), "{\"error\":\"no such path: /nope\"} 404");
+  std::thread producer([stream] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stream->Push("one\n");
+    stream->Close();
+  });
+  EXPECT_EQ(Curl(via + "/watch"), "one\n 200");
+  producer.join();
+  server.Stop();
+  EXPECT_FALSE(fs::exists(socket));
+
+  fs::create_directories(socket.parent_path());
+  std::ofstream(socket) << "not a socket";
+  Server refused({.name = "refused", .unix_socket = socket}, routes);
+  Status started = refused.Start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(started.error().find("something that is not a socket is there"), std::string::npos)
+      << started.error();
+  fs::remove_all(dir);
 }
 
 TEST(HealthRoutes, MetricsLivenessReadinessAndTheSnapshot) {
