@@ -36,6 +36,7 @@ Command AddPreflight(CLI::App& device_manager);
 Command AddServe(CLI::App& device_manager);
 Command AddWorker(CLI::App& root);
 Command AddCleanup(CLI::App& root);
+Command AddWorkerGateway(CLI::App& root);
 
 // Set by SIGINT and SIGTERM.
 const std::atomic<bool>& StopRequested();

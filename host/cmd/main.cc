@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   manager->require_subcommand(1);
   const cmd::Command commands[] = {cmd::AddDetect(*manager),    cmd::AddMonitor(*manager),
                                    cmd::AddPreflight(*manager), cmd::AddServe(*manager),
-                                   cmd::AddCleanup(app),        cmd::AddWorker(app)};
+                                   cmd::AddCleanup(app),        cmd::AddWorker(app),
+                                   cmd::AddWorkerGateway(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
