@@ -1,5 +1,7 @@
 // `worker-gateway`: the multi-cluster gateway's flags and start-up (docs/behaviour.md §11).
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "host/cmd/command.h"
@@ -20,6 +22,7 @@ struct GatewayCommand {
   std::string bind_address = "0.0.0.0";
   int secure_port = 0;
   std::string cert_dir;
+  std::string client_ca_file;
   CLI::Option* unix_option = nullptr;
   CLI::Option* port_option = nullptr;
 
@@ -44,6 +47,16 @@ struct GatewayCommand {
       unix_path.clear();
       if (secure_port < 1)
         return Error{"--secure-port must be 1-65535 when not serving on a unix socket"};
+      // Over the network the views (every member's Instances and SSH keys) need a client
+      // identity: the socket's file mode is what guards them otherwise.
+      if (client_ca_file.empty())
+        return Error{"serving HTTPS needs --client-ca-file: clients must present a certificate"};
+      std::ifstream in(client_ca_file);
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (!in || text.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+        return Error{"--client-ca-file " + client_ca_file + ": no PEM certificate could be read"};
+      options.client_ca = text.str();
     }
     return Ok{};
   }
@@ -64,6 +77,7 @@ struct GatewayCommand {
     endpoint.server.address = bind_address;
     endpoint.server.port = static_cast<uint16_t>(secure_port);
     endpoint.server.threads = 2;
+    endpoint.server.request_client_certificate = !options.client_ca.empty();
     endpoint.cert_dir = cert_dir;
     endpoint.common_name = "gpustack-operator-worker-gateway";
     auto server = https::StartEndpoint(endpoint, gateway.Routes());
@@ -130,6 +144,8 @@ Command AddWorkerGateway(CLI::App& root) {
   c->port_option = wg->add_option("--secure-port", c->secure_port,
                                   "HTTPS port; giving it serves HTTPS instead of the unix socket")
                        ->check(CLI::Range(0, 65535));
+  wg->add_option("--client-ca-file", c->client_ca_file,
+                 "PEM CA bundle that signs the clients' certificates (needed for HTTPS)");
   wg->add_option("--cert-dir", c->cert_dir,
                  "Directory with tls.crt and tls.key (default: a self-signed certificate)");
   return {wg, [c] { return c->Run(); }};

@@ -50,10 +50,8 @@ const View* PartitionView(const StatusShape& shape) {
   return nullptr;
 }
 
-struct Counted {
-  const Candidate* candidate;
-  const Json* status;
-};
+// Where a bundle keeps a partition view's profiles, beside the view's own figure.
+std::string ProfilesKey(const View& v) { return v.name + "Profiles"; }
 
 bool Acceleratable(const Json& spec) { return BoolAt(spec, {"acceleratable"}); }
 
@@ -62,73 +60,70 @@ int64_t Primary(const Json& status, bool acceleratable) {
   return Figure(status, acceleratable ? "accelerator" : "cpu", kOnceMax);
 }
 
-// The largest request one candidate can take, as a bundle (every view's onceMaxRequest).
-Json OnceMaxBundle(const Json& status, const Json& spec, const StatusShape& shape,
-                   const std::map<std::string, int64_t>& profile_names) {
+// Every profile name any candidate offers, at 0.
+std::map<std::string, int64_t> ZeroProfiles(const std::map<std::string, int64_t>& names) {
+  std::map<std::string, int64_t> zero;
+  for (const auto& [name, ignored] : names) zero[name] = 0;
+  return zero;
+}
+
+// One candidate's `field` (onceMaxRequest or remaining) of every view, as a bundle: the view's
+// figure, and for the partition view its remainingProfiles (capped at 1 in a request: can one
+// request get this profile).
+Json Bundle(const Json& status, const char* field, const StatusShape& shape,
+            const std::map<std::string, int64_t>& profile_names) {
   Json bundle = Json::object();
   const View* partition = PartitionView(shape);
   for (const View& v : shape.views) {
-    if (&v == partition) {
-      std::map<std::string, int64_t> profiles;
-      for (const auto& [name, ignored] : profile_names) profiles[name] = 0;
-      AddProfiles(JsonAt(status, {v.name, kRemainingProfiles}), profiles, true);
-      bundle[v.name] = ProfileList(profiles, /*cap_at_one=*/true);
-    } else {
-      bundle[v.name] = Figure(status, v.name, kOnceMax);
-    }
+    bundle[v.name] = Figure(status, v.name, field);
+    if (&v != partition) continue;
+    std::map<std::string, int64_t> profiles = ZeroProfiles(profile_names);
+    AddProfiles(JsonAt(status, {v.name, kRemainingProfiles}), profiles, true);
+    bundle[ProfilesKey(v)] = ProfileList(profiles, /*cap_at_one=*/field == std::string(kOnceMax));
   }
+  return bundle;
+}
+
+// The largest request one candidate can take: its onceMaxRequest bundle, and `allocation`.
+Json OnceMaxBundle(const Json& status, const Json& spec, const StatusShape& shape,
+                   const std::map<std::string, int64_t>& profile_names) {
+  Json bundle = Bundle(status, kOnceMax, shape, profile_names);
   // The allocation that request is: `units` of the type's unit, and its local storage.
   const bool acceleratable = Acceleratable(spec);
   const int64_t units = Primary(status, acceleratable);
   const int64_t unit_cpu = kube::WholeOf(JsonAt(spec, {"unitResources", "cpu"})).value_or(0);
   const int64_t unit_ram_milli = kube::MilliOf(JsonAt(spec, {"unitResources", "ram"})).value_or(0);
-  Json allocation = {{"accelerator", acceleratable ? units : 0},
-                     {"cpu", acceleratable ? units * unit_cpu : units},
-                     {"ram", kube::FormatBytes(units * (unit_ram_milli / 1000))},
-                     {"localStorage", units > 0 ? JsonAt(spec, {"localStorage"}) : Json("0")}};
-  bundle["allocation"] = allocation;
+  bundle["allocation"] = {{"accelerator", acceleratable ? units : 0},
+                          {"cpu", acceleratable ? units * unit_cpu : units},
+                          {"ram", kube::FormatBytes(units * (unit_ram_milli / 1000))},
+                          {"localStorage", units > 0 ? JsonAt(spec, {"localStorage"}) : Json("0")}};
   return bundle;
 }
 
 Json ZeroBundle(const StatusShape& shape, const std::map<std::string, int64_t>& profile_names) {
-  Json bundle = Json::object();
-  const View* partition = PartitionView(shape);
-  for (const View& v : shape.views) {
-    if (&v == partition) {
-      std::map<std::string, int64_t> zero;
-      for (const auto& [name, count] : profile_names) zero[name] = 0;
-      bundle[v.name] = ProfileList(zero, false);
-    } else {
-      bundle[v.name] = 0;
-    }
-  }
-  return bundle;
+  return Bundle(Json::object(), kRemaining, shape, profile_names);
 }
 
 // Adds `from` into `into`, view by view (profiles by name).
 void AddBundle(Json& into, const Json& from, const StatusShape& shape) {
   const View* partition = PartitionView(shape);
   for (const View& v : shape.views) {
-    if (&v == partition) {
-      std::map<std::string, int64_t> sum;
-      AddProfiles(into[v.name], sum, true);
-      AddProfiles(from[v.name], sum, true);
-      into[v.name] = ProfileList(sum, false);
-    } else {
-      into[v.name] = into[v.name].get<int64_t>() + from[v.name].get<int64_t>();
-    }
+    into[v.name] = into[v.name].get<int64_t>() + from[v.name].get<int64_t>();
+    if (&v != partition) continue;
+    std::map<std::string, int64_t> sum;
+    AddProfiles(into[ProfilesKey(v)], sum, true);
+    AddProfiles(from[ProfilesKey(v)], sum, true);
+    into[ProfilesKey(v)] = ProfileList(sum, false);
   }
 }
 
 bool AllZero(const Json& bundle, const StatusShape& shape) {
   const View* partition = PartitionView(shape);
   for (const View& v : shape.views) {
-    if (&v == partition) {
-      for (const Json& p : bundle[v.name])
-        if (p.value("count", 0) != 0) return false;
-    } else if (bundle[v.name].get<int64_t>() != 0) {
-      return false;
-    }
+    if (bundle[v.name].get<int64_t>() != 0) return false;
+    if (&v != partition) continue;
+    for (const Json& p : bundle[ProfilesKey(v)])
+      if (p.value("count", 0) != 0) return false;
   }
   return true;
 }
@@ -214,16 +209,7 @@ Json AggregateInstanceType(const std::string& name, const std::vector<Candidate>
       const bool counted = !c->freshness.stale && StringAt(status, {"phase"}) == "Active";
       entries.push_back(CandidateEntry(*c, status, shape, counted));
       if (!counted) continue;
-      Json figures = Json::object();
-      for (const View& v : shape.views) {
-        if (&v == partition) {
-          std::map<std::string, int64_t> profiles;
-          AddProfiles(JsonAt(status, {v.name, kRemainingProfiles}), profiles, true);
-          figures[v.name] = ProfileList(profiles, false);
-        } else {
-          figures[v.name] = Figure(status, v.name, kRemaining);
-        }
-      }
+      const Json figures = Bundle(status, kRemaining, shape, profile_names);
       AddBundle(remaining, figures, shape);
       const int64_t primary = Primary(status, acceleratable);
       if (primary > best_primary) {
@@ -240,8 +226,6 @@ Json AggregateInstanceType(const std::string& name, const std::vector<Candidate>
                       {kRemaining, std::move(remaining)},
                       {"candidates", std::move(entries)}}});
   }
-  std::stable_sort(tiers.begin(), tiers.end(),
-                   [](const Tier& a, const Tier& b) { return a.primary < b.primary; });
 
   for (const Candidate& c : candidates)
     if (c.freshness.stale)

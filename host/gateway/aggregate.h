@@ -56,14 +56,17 @@ struct Candidate {
 
 // The AggregatedInstanceType of same-named candidates (in the order given: the first wins ties):
 // {name, spec, status{detail, onceMaxRequest, remaining, tiers[], staleMembers[]}}.
-//   tier: {key, onceMaxRequest, remaining, candidates[]}; key = the candidates' accelerator
-//   onceMaxRequest. A candidate counts toward a tier's figures when its phase is Active and its
-//   cluster is not stale; it is listed either way, with why it does not count.
-//   onceMaxRequest bundle: every view's onceMaxRequest copied from one candidate (the one with
-//   the largest whole-card -- for CPU types, CPU -- onceMaxRequest), partition profiles as
-//   {name, count 0 or 1}, and `allocation`: that request's accelerator, CPU, RAM and local
-//   storage from the type's unit.
-//   remaining bundle: every view's remaining summed, partition remainingProfiles summed by name.
+//   tier: {key, onceMaxRequest, remaining, candidates[]}; key = the candidates' whole-card
+//   (accelerator) onceMaxRequest; tiers in key order. A candidate counts toward a tier's
+//   figures when its phase is Active and its cluster is not stale; it is listed either way,
+//   with why it does not count.
+//   A bundle has every view's figure under the view's name, and for the partition view also
+//   `<view>Profiles` ({name, count}, every profile any candidate offers).
+//   onceMaxRequest: every view's onceMaxRequest copied from one counted candidate (the one with
+//   the largest whole-card -- for CPU types, CPU -- onceMaxRequest), profiles as count 0 or 1
+//   (can one request get it), and `allocation`: that request's accelerator, CPU, RAM and local
+//   storage from the type's unit. The type's is its largest tier's.
+//   remaining: every view's remaining summed, remainingProfiles summed by name.
 Json AggregateInstanceType(const std::string& name, const std::vector<Candidate>& candidates,
                            const StatusShape& shape);
 

@@ -1,6 +1,8 @@
 #include "host/gateway/gateway.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -28,9 +30,11 @@ https::Response Refusal(int status, const std::string& message) {
   return Answer({{"error", message}}, status);
 }
 
-Result<std::string> ReadWhole(const std::filesystem::path& path) {
+Result<std::string> ReadWhole(const std::filesystem::path& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot read the member config " + path.string()};
+  if (!in)
+    return Error{"cannot read " + std::string(what) + " " + path.string() + ": " +
+                 std::strerror(errno)};
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -46,7 +50,7 @@ Status Gateway::Start() {
   auto shape = InstanceTypeStatusShape();
   if (!shape) return shape.failure();
   shape_ = std::move(*shape);
-  auto text = ReadWhole(options_.config);
+  auto text = ReadWhole(options_.config, "the member config");
   if (!text) return text.failure();
   auto parsed = ParseMembersConfig(*text, options_.config.parent_path(), options_.connection.mode);
   if (!parsed) return parsed.failure().WithContext(options_.config.string() + ": ");
@@ -77,38 +81,71 @@ void Gateway::Stop() {
     watchers_.clear();
   }
   std::map<std::string, std::shared_ptr<Member>> members;
+  std::vector<std::shared_ptr<Member>> retired;
   {
     std::lock_guard lock(mutex_);
     members.swap(members_);
+    retired.swap(retired_);
   }
-  members.clear();  // outside the lock: a member stops its threads
+  // Every member asked first, then waited for: the slowest sets the time, not their sum.
+  for (auto& [name, member] : members) member->RequestStop();
+  members.clear();  // outside the lock
+  retired.clear();
 }
 
 void Gateway::FollowConfig(std::stop_token stop) {
-  // Read again every period and compared whole: a kubeconfig Secret mounted in a Pod changes
-  // by a symlink swap that no timestamp of the file's own shows.
+  // Read again every period and compared whole, the members' kubeconfigs too: a Secret mounted
+  // in a Pod changes by a symlink swap that no timestamp of the file's own shows.
   while (SleepUntil(std::chrono::steady_clock::now() + options_.config_check_every, stop)) {
-    auto text = ReadWhole(options_.config);
-    if (!text) {
-      std::lock_guard lock(mutex_);
-      if (config_error_ != text.error())
-        Logger("gateway")->warn("{}; keeping the members", text.error());
-      config_error_ = text.error();
-      continue;
-    }
-    bool same;
+    BuryRetired();
+    auto text = ReadWhole(options_.config, "the member config");
+    bool same = false;
     {
       std::lock_guard lock(mutex_);
+      if (!text) {
+        if (config_error_ != text.error())
+          Logger("gateway")->warn("{}; keeping the members", text.error());
+        config_error_ = text.error();
+        continue;
+      }
       same = *text == config_text_;
+      // Readable again and unchanged: what was served all along is what the file says.
+      if (same && config_error_.rfind("cannot read", 0) == 0) config_error_.clear();
     }
-    if (!same) ApplyConfig(*text);
+    if (!same || KubeconfigsChanged()) ApplyConfig(*text);
   }
+}
+
+bool Gateway::KubeconfigsChanged() const {
+  std::vector<MemberSpec> specs;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, member] : members_) specs.push_back(member->spec());
+  }
+  for (const MemberSpec& spec : specs) {
+    if (spec.kubeconfig.empty()) continue;
+    auto now = ReadWhole(spec.kubeconfig, "the kubeconfig");
+    if ((now ? *now : std::string()) != spec.kubeconfig_text) return true;
+  }
+  return false;
+}
+
+void Gateway::BuryRetired() {
+  std::vector<std::shared_ptr<Member>> done;
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(retired_, [&](std::shared_ptr<Member>& m) {
+      if (m.use_count() > 1) return false;  // a request or a watch pass still reads it
+      done.push_back(std::move(m));
+      return true;
+    });
+  }
+  done.clear();  // outside the lock: waits for the members' threads
 }
 
 void Gateway::ApplyConfig(const std::string& text) {
   auto log = Logger("gateway");
   auto parsed = ParseMembersConfig(text, options_.config.parent_path(), options_.connection.mode);
-  std::vector<std::shared_ptr<Member>> retired;
   {
     std::lock_guard lock(mutex_);
     config_text_ = text;
@@ -124,7 +161,11 @@ void Gateway::ApplyConfig(const std::string& text) {
     for (const auto& [entry, why] : invalid_)
       log->warn("{}: cluster {} is left out: {}", options_.config.string(), entry, why);
     std::map<std::string, std::shared_ptr<Member>> next;
-    for (const MemberSpec& spec : parsed->members) {
+    for (MemberSpec& spec : parsed->members) {
+      if (!spec.kubeconfig.empty()) {
+        auto kubeconfig = ReadWhole(spec.kubeconfig, "the kubeconfig");
+        spec.kubeconfig_text = kubeconfig ? *kubeconfig : std::string();
+      }
       auto it = members_.find(spec.name);
       if (it != members_.end() && it->second->spec() == spec) {
         next[spec.name] = it->second;
@@ -137,17 +178,22 @@ void Gateway::ApplyConfig(const std::string& text) {
       auto kept = next.find(name);
       if (kept == next.end() || kept->second != member) {
         if (kept == next.end()) log->info("cluster {}: removed", name);
-        retired.push_back(member);
+        member->RequestStop();
+        retired_.push_back(member);
       }
     }
     members_.swap(next);
   }
   Changed();
-  retired.clear();  // outside the lock: a member stops its threads
 }
 
 void Gateway::Changed() {
-  ++changes_;
+  {
+    // Under the notifier's mutex: a change between its look at the counter and its wait would
+    // otherwise be missed until the next one.
+    std::lock_guard lock(watch_mutex_);
+    ++changes_;
+  }
   watch_wake_.notify_all();
 }
 
@@ -161,7 +207,8 @@ void Gateway::Watch(std::shared_ptr<Watcher> watcher) {
 }
 
 // One thread tells every watch what changed: after a member's event (a burst is taken as one,
-// 10 ms later), each watch's list is made again and compared with what it was sent.
+// 20 ms later) each query's list is made once and compared with what each of its watches was
+// sent. A new watch alone gets its first items without the others being looked at.
 void Gateway::NotifyWatchers(std::stop_token stop) {
   uint64_t seen = 0;
   while (!stop.stop_requested()) {
@@ -170,20 +217,26 @@ void Gateway::NotifyWatchers(std::stop_token stop) {
       watch_wake_.wait(lock, stop, [&] { return watchers_added_ || changes_ != seen; });
       if (stop.stop_requested()) return;
     }
-    if (!SleepUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(10), stop)) return;
+    if (!SleepUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), stop)) return;
     std::vector<std::shared_ptr<Watcher>> watchers;
+    bool changed;
     {
       std::lock_guard lock(watch_mutex_);
+      changed = changes_ != seen;
       seen = changes_;
       watchers_added_ = false;
       std::erase_if(watchers_, [](const auto& w) { return w->stream->Done(); });
       watchers = watchers_;
     }
+    std::map<std::string, Result<Json>> lists;  // by query, made once a pass
     for (const auto& w : watchers) {
-      auto list = w->list();
-      if (!list) continue;
+      if (!changed && w->started) continue;
+      auto cached = lists.find(w->query);
+      if (cached == lists.end()) cached = lists.emplace(w->query, w->list()).first;
+      if (!cached->second) continue;
+      w->started = true;
       std::map<std::string, std::string> now;
-      for (const Json& item : (*list)["items"]) {
+      for (const Json& item : (*cached->second)["items"]) {
         std::string text = item.dump();
         const std::string key = w->key(item);
         auto before = w->sent.find(key);
@@ -202,6 +255,15 @@ void Gateway::NotifyWatchers(std::stop_token stop) {
       w->sent = std::move(now);
     }
   }
+}
+
+std::string Gateway::UnknownClusters(const std::vector<std::string>& clusters) const {
+  std::string unknown;
+  std::lock_guard lock(mutex_);
+  for (const std::string& c : clusters)
+    if (!members_.contains(c) && !invalid_.contains(c))
+      unknown += (unknown.empty() ? "" : ", ") + c;
+  return unknown;
 }
 
 std::vector<std::shared_ptr<Member>> Gateway::Selected(
@@ -310,6 +372,10 @@ std::vector<https::Route> Gateway::Routes() {
                         const std::vector<std::string> clusters = SplitCommas(query.Get("cluster"));
                         if (!k.namespaced && query.Has("namespace"))
                           return Refusal(400, k.resource + " are not namespaced");
+                        if (query.Has("aggregated") && k.resource != "instancetypes")
+                          return Refusal(400, "only instancetypes are aggregated");
+                        if (std::string unknown = UnknownClusters(clusters); !unknown.empty())
+                          return Refusal(404, "no such member cluster: " + unknown);
                         const bool aggregate =
                             k.resource == "instancetypes" && query.IsTrue("aggregated");
                         const std::string ns = query.Get("namespace");
@@ -322,8 +388,10 @@ std::vector<https::Route> Gateway::Routes() {
                           return answer ? Answer(*answer) : Refusal(404, answer.error());
                         }
                         auto watcher = std::make_shared<Watcher>(
-                            Watcher{std::make_shared<https::ChunkStream>(), std::move(list),
-                                    [aggregate](const Json& item) {
+                            Watcher{std::make_shared<https::ChunkStream>(),
+                                    k.resource + (aggregate ? "?aggregated" : "") +
+                                        "&cluster=" + query.Get("cluster") + "&namespace=" + ns,
+                                    std::move(list), [aggregate](const Json& item) {
                                       if (aggregate) return item.value("name", "");
                                       return item.value("cluster", "") + "/" +
                                              StringAt(item, {"metadata", "namespace"}) + "/" +
@@ -334,6 +402,20 @@ std::vector<https::Route> Gateway::Routes() {
                         Watch(std::move(watcher));
                         return response;
                       }});
+  }
+  // Everything under /apis is for authenticated clients only when a client CA is set.
+  if (!options_.client_ca.empty()) {
+    for (https::Route& route : routes) {
+      if (route.path.rfind("/apis/", 0) != 0) continue;
+      route.handler = [ca = options_.client_ca,
+                       inner = std::move(route.handler)](const https::Request& request) {
+        auto who = https::VerifyClientCertificate(request.peer_certificates, ca);
+        if (!who)
+          return Refusal(
+              401, "a client certificate signed by --client-ca-file is required: " + who.error());
+        return inner(request);
+      };
+    }
   }
   return routes;
 }

@@ -30,6 +30,10 @@ struct GatewayOptions {
   std::filesystem::path config;  // the member config file
   Connection connection{};
   std::chrono::milliseconds config_check_every{1000};
+  // PEM CA bundle: when set, /apis/... answers only clients whose certificate it signed (HTTPS;
+  // the views hold every member's Instances and SSH keys). The unix socket's mode guards it
+  // otherwise.
+  std::string client_ca{};
 };
 
 class Gateway {
@@ -57,11 +61,14 @@ class Gateway {
   std::string Metrics() const;
   uint64_t changes() const { return changes_; }
 
-  // A list followed by a watch: what it lists, and how its items are told apart.
+  // A list followed by a watch: what it lists (`query` names it: watches of one query share
+  // each pass's list), and how its items are told apart.
   struct Watcher {
     std::shared_ptr<https::ChunkStream> stream;
+    std::string query;
     std::function<Result<Json>()> list;
     std::function<std::string(const Json&)> key;
+    bool started = false;                       // its first items were sent
     std::map<std::string, std::string> sent{};  // key -> the item as last sent
   };
   // Starts following `list` for `stream`; the first events are its current items.
@@ -69,15 +76,22 @@ class Gateway {
 
  private:
   void FollowConfig(std::stop_token stop);
+  bool KubeconfigsChanged() const;
+  void BuryRetired();
   void Changed();
   void NotifyWatchers(std::stop_token stop);
   void ApplyConfig(const std::string& text);
   std::vector<std::shared_ptr<Member>> Selected(const std::vector<std::string>& clusters) const;
+  // The names in `clusters` the config does not name, comma-separated; empty when none.
+  std::string UnknownClusters(const std::vector<std::string>& clusters) const;
 
   GatewayOptions options_;
   StatusShape shape_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Member>> members_;  // by name
+  // Members taken out of the config, stopping: destroyed on the config thread once no request
+  // holds them (never on a server or watch thread: a member's end waits for its threads).
+  std::vector<std::shared_ptr<Member>> retired_;
   std::map<std::string, std::string> invalid_;              // entry -> why
   std::string config_error_;
   std::string config_text_;

@@ -49,7 +49,8 @@ Result<MembersConfig> ParseMembersConfig(const std::string& text,
       continue;
     }
     if (!seen.insert(spec.name).second) {
-      invalid("the name appears twice; the first entry is used");
+      config.invalid[spec.name + "#" + std::to_string(i)] =
+          "the name " + spec.name + " is used by an earlier entry, which is the one served";
       continue;
     }
     spec.context = StringAt(entry, {"context"});
@@ -120,9 +121,15 @@ Member::Member(MemberSpec spec, Connection connection, std::function<void()> on_
   });
 }
 
-Member::~Member() {
+void Member::RequestStop() {
   thread_.request_stop();
   wake_.notify_all();
+  std::lock_guard lock(mutex_);
+  for (auto& [resource, informer] : informers_) informer->RequestStop();
+}
+
+Member::~Member() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
   for (auto& [resource, informer] : informers_) informer->Stop();
 }
@@ -153,6 +160,7 @@ void Member::Run(std::stop_token stop) {
   if (!client) return SetState("Invalid", client.error());
   client_ = std::move(*client);
   for (const MemberKind& k : MemberKinds()) {
+    if (stop.stop_requested()) return;
     kube::InformerOptions options;
     options.max_backoff = std::chrono::milliseconds(5000);  // back soon after an outage
     options.transform = [](Json& object) {

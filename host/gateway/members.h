@@ -39,12 +39,16 @@ struct MemberSpec {
   std::filesystem::path kubeconfig;  // loopback
   std::string context;
   std::string token;  // gpustack-api
+  // The kubeconfig file's text when the member was made: new credentials in the same file make
+  // a new member (the gateway reads it; ParseMembersConfig leaves it empty).
+  std::string kubeconfig_text;
   bool operator==(const MemberSpec&) const = default;
 };
 
 struct MembersConfig {
   std::vector<MemberSpec> members;
-  std::map<std::string, std::string> invalid;  // entry (its name, or "#<index>") -> why
+  // entry -> why: its name, "#<index>" when it has none, "<name>#<index>" for a repeated name.
+  std::map<std::string, std::string> invalid;
 };
 
 // The file's text; `base_dir` resolves relative kubeconfig paths. An error only when the file as
@@ -91,6 +95,8 @@ class Member {
   Member& operator=(const Member&) = delete;
 
   const MemberSpec& spec() const { return spec_; }
+  // Asks its threads to end; the destructor waits for them.
+  void RequestStop();
   // The last objects seen of `resource`; kept while the member is stale.
   std::vector<kube::ObjectPtr> Objects(const std::string& resource) const;
   Freshness freshness() const;

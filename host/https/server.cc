@@ -11,6 +11,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -163,6 +165,8 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   // Destroyed before the io_context they use.
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<local::stream_protocol::acceptor> local_acceptor;
+  ino_t socket_inode = 0;  // the socket file it made, removed at Stop only if still there
+  dev_t socket_device = 0;
   std::vector<std::thread> threads;
 
   std::shared_ptr<asio::ssl::context> Tls() {
@@ -456,24 +460,38 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 Status Server::State::ListenLocal() {
   namespace fs = std::filesystem;
   const fs::path& path = options.unix_socket;
+  const std::string where = "cannot listen for " + options.name + " on " + path.string() + ": ";
+  if (path.string().size() >= sizeof(sockaddr_un{}.sun_path))
+    return Error{where + "a unix socket path has at most " +
+                 std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes"};
   std::error_code fec;
   fs::create_directories(path.parent_path(), fec);
-  // A socket left by a process that died is in the way; anything else at the path is not ours.
-  if (fs::is_socket(fs::symlink_status(path, fec))) fs::remove(path, fec);
+  const local::stream_protocol::endpoint endpoint(path.string());
+  if (fs::is_socket(fs::symlink_status(path, fec))) {
+    // Someone still answering there keeps it (a rolling update's old process is not ours to
+    // cut off); a socket nobody answers on was left by a process that died.
+    local::stream_protocol::socket probe(io);
+    beast::error_code refused;
+    probe.connect(endpoint, refused);
+    if (!refused) return Error{where + "another process is serving there"};
+    fs::remove(path, fec);
+  }
   if (fs::exists(fs::symlink_status(path, fec)))
-    return Error{"cannot listen for " + options.name + " on " + path.string() +
-                 ": something that is not a socket is there"};
+    return Error{where + "something that is not a socket is there"};
   beast::error_code ec;
   local_acceptor = std::make_unique<local::stream_protocol::acceptor>(io);
-  const local::stream_protocol::endpoint endpoint(path.string());
   local_acceptor->open(endpoint.protocol(), ec);
   if (!ec) local_acceptor->bind(endpoint, ec);
-  // Owner only, before anyone may connect: listen() comes after.
+  // Owner only, before anyone may connect (listen comes after). The file is checked to be the
+  // socket just made, not something swapped in at the path since.
+  struct stat made {};
+  if (!ec && (::lstat(path.c_str(), &made) != 0 || !S_ISSOCK(made.st_mode)))
+    ec.assign(EEXIST, boost::system::system_category());
   if (!ec && ::chmod(path.c_str(), 0600) != 0) ec.assign(errno, boost::system::system_category());
   if (!ec) local_acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec)
-    return Error{"cannot listen for " + options.name + " on " + path.string() + ": " +
-                 ec.message()};
+  if (ec) return Error{where + ec.message()};
+  socket_inode = made.st_ino;
+  socket_device = made.st_dev;
   asio::co_spawn(io, AcceptLocal(), asio::detached);
   return Ok{};
 }
@@ -553,8 +571,12 @@ void Server::Stop() {
   }
   state_->threads.clear();
   if (state_->local_acceptor) {
-    std::error_code ignored;
-    std::filesystem::remove(state_->options.unix_socket, ignored);
+    // Only the file this server made: a successor may already serve at the path.
+    struct stat now {};
+    const std::string& path = state_->options.unix_socket.string();
+    if (::lstat(path.c_str(), &now) == 0 && now.st_ino == state_->socket_inode &&
+        now.st_dev == state_->socket_device)
+      ::unlink(path.c_str());
     state_->local_acceptor.reset();
   }
 }

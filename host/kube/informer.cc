@@ -34,10 +34,14 @@ void Informer::Start() {
   });
 }
 
+void Informer::RequestStop() {
+  thread_.request_stop();
+  state_changed_.notify_all();
+}
+
 void Informer::Stop() {
   if (thread_.joinable()) {
-    thread_.request_stop();
-    state_changed_.notify_all();
+    RequestStop();
     thread_.join();
   }
 }

@@ -10,8 +10,8 @@ import http.client
 import json
 import os
 import queue
+import shutil
 import signal
-import socket
 import statistics
 import stat
 import subprocess
@@ -23,6 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 from testbed import KUBECTL, run, wait  # noqa: E402
+from worker_process import UnixConnection, Worker, api_available, unix_get  # noqa: E402
 
 REPO = os.environ["GPUSTACK_REPO"]
 BUILD = os.environ["GPUSTACK_BUILD_DIR"]
@@ -42,40 +43,9 @@ def kubectl(cluster, *args, **kw):
     return run(KUBECTL, "--kubeconfig", os.path.join(DIRS[cluster], "kubeconfig"), *args, **kw)
 
 
-def host_address():
-    for address in run("hostname", "-I").stdout.split():
-        if "." in address and not address.startswith("127."):
-            return address
-    raise AssertionError("no non-loopback IPv4 address: the aggregator needs one to reach a worker")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=10):
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
 def gateway(path):
     """(status, parsed body) of a GET on the gateway's socket."""
-    connection = UnixConnection(SOCKET)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        body = response.read()
-        return response.status, json.loads(body) if body else None
-    finally:
-        connection.close()
+    return unix_get(SOCKET, path)
 
 
 def get(path):
@@ -130,45 +100,10 @@ def add_node(cluster, name, spec, cards, resource="nvidia.com/gpu"):
                               "metadata": {"name": name}, "spec": spec}))
 
 
-class Worker:
-    """One cluster's worker, as api-e2e runs it: its APIServices through a Service and Endpoints
-    of its own."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-        self.port = free_port()
-        self.process = None
-
-    def start(self):
-        env = {"KUBECONFIG": os.path.join(DIRS[self.cluster], "kubeconfig"), "PATH": "/usr/bin:/bin"}
-        log = open(os.path.join(BUILD, f"gateway-e2e-worker-{self.cluster}.log"), "a")
-        self.process = subprocess.Popen(
-            [BINARY, "--log-level", "info", "worker", "--identity", self.cluster,
-             "--secure-port", "0", "--webhook-port", str(self.port),
-             "--webhook-url", f"https://127.0.0.1:{self.port}", "--api-address", host_address(),
-             "--no-kube-leader-election", "--plugin-dir", os.path.join(BUILD, "lib", "gpustack", "plugins")],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=30)
-        kubectl(self.cluster, "delete", "apiservice", "v1.worker.gpustack.ai", "v1.gpustack.ai",
-                "--ignore-not-found", check=False)
-
-
-WORKERS = {c: Worker(c) for c in DIRS}
+WORKERS = {c: Worker(BINARY, BUILD, os.path.join(d, "kubeconfig"), c,
+                     os.path.join(BUILD, f"gateway-e2e-worker-{c}.log"), run)
+           for c, d in DIRS.items()}
 GATEWAY = None
-
-
-def api_available(cluster):
-    for name in ("v1.worker.gpustack.ai",):
-        status = json.loads(kubectl(cluster, "get", "apiservice", name, "-o", "json").stdout)["status"]
-        if not any(c["type"] == "Available" and c["status"] == "True"
-                   for c in status.get("conditions", [])):
-            return False
-    return True
 
 
 def write_config(extra=""):
@@ -193,25 +128,45 @@ def setUpModule():
     for worker in WORKERS.values():
         worker.start()
     for cluster in DIRS:
-        wait(f"{cluster}'s v1 API to be Available", lambda: api_available(cluster), 180)
+        wait(f"{cluster}'s v1 API to be Available",
+             lambda: api_available(lambda *a, **k: kubectl(cluster, *a, **k)), 180)
     write_config()
     log = open(LOG, "a")
     GATEWAY = subprocess.Popen(
         [BINARY, "--log-level", "info", "worker-gateway", "--cluster-config", CONFIG,
-         "--bind-unix-path", SOCKET, "--worker-readiness-check-timeout", "5"],
+         "--bind-unix-path", SOCKET],
         stdout=log, stderr=subprocess.STDOUT)
     log.close()
-    wait("the gateway's socket", lambda: os.path.exists(SOCKET), 30)
+    wait("the gateway to answer on its socket", answers, 30)
+
+
+def answers():
+    """True once the gateway answers /readyz (plain text) on its socket."""
+    connection = UnixConnection(SOCKET)
+    try:
+        connection.request("GET", "/readyz")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def tearDownModule():
     if GATEWAY and GATEWAY.poll() is None:
         GATEWAY.send_signal(signal.SIGTERM)
-        code = GATEWAY.wait(timeout=30)
+        try:
+            code = GATEWAY.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            GATEWAY.kill()
+            code = "killed after 30 s"
         if code != 0:
             print(f"the gateway exited {code}; log in {LOG}", file=sys.stderr)
-    for worker in WORKERS.values():
-        worker.stop()
+    for cluster, worker in WORKERS.items():
+        code = worker.stop(lambda *a, **k: kubectl(cluster, *a, **k))
+        if code not in (0, None):
+            print(f"{cluster}'s worker exited {code}", file=sys.stderr)
+    shutil.rmtree(WORK, ignore_errors=True)
 
 
 def a10g_ready():
@@ -247,7 +202,8 @@ class GatewayE2e(unittest.TestCase):
         self.assertEqual(status["remaining"]["accelerator"], 3)
         self.assertEqual(status["remaining"]["acceleratorShared"], 30)
         self.assertEqual(status["remaining"]["acceleratorSliced"], 300)
-        self.assertEqual(status["remaining"]["acceleratorPartitioned"], [])
+        self.assertEqual(status["remaining"]["acceleratorPartitioned"], 0)
+        self.assertEqual(status["remaining"]["acceleratorPartitionedProfiles"], [])
         once = status["onceMaxRequest"]
         self.assertEqual(once["accelerator"], 2)
         self.assertEqual(once["acceleratorSliced"], 100)
@@ -263,7 +219,8 @@ class GatewayE2e(unittest.TestCase):
                          ["gw-h100"])
         own = json.loads(kubectl("gw-h100", "get", "instancetypes.v1.worker.gpustack.ai", H100,
                                  "-o", "json").stdout)["status"]["acceleratorPartitioned"]
-        by_name = {p["name"]: p["count"] for p in h100["status"]["remaining"]["acceleratorPartitioned"]}
+        by_name = {p["name"]: p["count"]
+                   for p in h100["status"]["remaining"]["acceleratorPartitionedProfiles"]}
         self.assertEqual(by_name, {p["name"]: p["count"] for p in own["remainingProfiles"]})
         self.assertEqual(h100["status"]["remaining"]["accelerator"], 5)
 
@@ -289,6 +246,10 @@ class GatewayE2e(unittest.TestCase):
         self.assertEqual(get("/apis/instancesshpublickeys")["kind"], "ClusterInstanceSSHPublicKeyList")
         status, body = gateway("/apis/instancetypes?namespace=x")
         self.assertEqual(status, 400, body)
+        status, body = gateway("/apis/instances?aggregated=true")
+        self.assertEqual(status, 400, body)
+        status, body = gateway("/apis/instancetypes?cluster=gw-a10g,gw-nope")
+        self.assertEqual((status, body["error"]), (404, "no such member cluster: gw-nope"))
 
     def test_4_a_members_devices_change_moves_the_aggregate(self):
         wait("the A10G type from both members", a10g_ready, 60)
@@ -377,7 +338,8 @@ class GatewayE2e(unittest.TestCase):
         with open(bad, "w") as f:
             f.write("apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: ftp://nope}}\n")
         write_config(f"- name: broken\n  kubeconfig: {bad}\n- name: Not_A_Label\n  kubeconfig: {bad}\n")
-        members = wait("the broken member named", lambda: "broken" in clusters() and clusters(), 30)
+        members = wait("the broken member named", lambda: clusters().get("broken", {}).get("state")
+                       == "Invalid" and clusters(), 30)
         self.assertEqual(members["broken"]["state"], "Invalid")
         self.assertIn("broken.kubeconfig", members["broken"]["reason"])
         self.assertEqual(members["Not_A_Label"]["state"], "Invalid")
@@ -385,6 +347,14 @@ class GatewayE2e(unittest.TestCase):
         for c in DIRS:
             self.assertEqual(members[c]["state"], "Ready", members[c])
         self.assertIsNotNone(a10g_ready())
+        # The kubeconfig mended in place (a rotated Secret): the member comes up, no restart.
+        with open(os.path.join(DIRS["gw-a10g"], "kubeconfig")) as f:
+            good = f.read()
+        with open(bad + ".tmp", "w") as f:
+            f.write(good)
+        os.replace(bad + ".tmp", bad)
+        wait("the mended member Ready", lambda: clusters()["broken"]["state"] == "Ready", 60)
+        self.assertEqual(aggregated(A10G)["status"]["remaining"]["accelerator"], 4)
         # Removed from the file: gone from the views, without a restart.
         write_config()
         wait("the broken members gone", lambda: set(clusters()) == set(DIRS), 30)

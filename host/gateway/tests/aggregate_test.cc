@@ -95,6 +95,15 @@ TEST(Aggregate, TiersByWholeCardOnceMaxWithSumsHandComputed) {
   EXPECT_EQ(remaining["acceleratorSliced"], 580);
   EXPECT_EQ(remaining["cpu"], 0);
   EXPECT_TRUE(a["status"]["staleMembers"].empty());
+  // The larger member stale: its tier keeps its place, empty; the type offers what is left.
+  candidates[1].freshness = {true, "2026-12-06T09:00:00Z", "Stale"};
+  const Json b = AggregateInstanceType(kA10g, candidates, Shape());
+  ASSERT_EQ(b["status"]["tiers"].size(), 2u);
+  EXPECT_EQ(b["status"]["tiers"][0]["key"], 1);
+  EXPECT_EQ(b["status"]["tiers"][1]["key"], 4);
+  EXPECT_EQ(b["status"]["tiers"][1]["remaining"]["accelerator"], 0);
+  EXPECT_EQ(b["status"]["onceMaxRequest"]["accelerator"], 1);
+  EXPECT_EQ(b["status"]["remaining"]["accelerator"], 1);
 }
 
 // A stale member and an Inactive one are listed with why, and count for nothing.
@@ -157,8 +166,12 @@ TEST(Aggregate, PartitionProfilesAreSummedByName) {
                                                {{"name", "2g.20gb"}, {"count", 5}},
                                                {{"name", "3g.40gb"}, {"count", 2}},
                                                {{"name", "7g.80gb"}, {"count", 0}}});
-  EXPECT_EQ(a["status"]["remaining"]["acceleratorPartitioned"], expected_remaining) << a.dump(2);
-  EXPECT_EQ(a["status"]["onceMaxRequest"]["acceleratorPartitioned"],
+  EXPECT_EQ(a["status"]["remaining"]["acceleratorPartitionedProfiles"], expected_remaining)
+      << a.dump(2);
+  // The view's own figure is summed too (1 + 1; c is inactive).
+  EXPECT_EQ(a["status"]["remaining"]["acceleratorPartitioned"], 2);
+  EXPECT_EQ(a["status"]["onceMaxRequest"]["acceleratorPartitioned"], 1);
+  EXPECT_EQ(a["status"]["onceMaxRequest"]["acceleratorPartitionedProfiles"],
             (Json::array({{{"name", "1g.10gb"}, {"count", 1}},
                           {{"name", "2g.20gb"}, {"count", 1}},
                           {{"name", "3g.40gb"}, {"count", 0}},
@@ -211,12 +224,11 @@ TEST(Aggregate, EveryViewTheCrdDeclaresIsSummed) {
       b["status"][v.name]["remainingProfiles"] = {{{"name", "p"}, {"count", 4}}};
     }
     const Json out = AggregateInstanceType(kA10g, {Of("a", a), Of("b", b)}, Shape());
-    const Json& remaining = out["status"]["remaining"][v.name];
-    if (v.profile_lists.empty()) {
-      EXPECT_EQ(remaining, 7);
-      EXPECT_EQ(out["status"]["onceMaxRequest"][v.name], 1);
-    } else {
-      EXPECT_EQ(remaining, (Json::array({{{"name", "p"}, {"count", 7}}})));
+    EXPECT_EQ(out["status"]["remaining"][v.name], 7);
+    EXPECT_EQ(out["status"]["onceMaxRequest"][v.name], 1);
+    if (!v.profile_lists.empty()) {
+      EXPECT_EQ(out["status"]["remaining"][v.name + "Profiles"],
+                (Json::array({{{"name", "p"}, {"count", 7}}})));
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "host/gateway/gateway.h"
+#include "host/https/certs.h"
 
 namespace gpustack::gateway {
 namespace {
@@ -38,6 +39,7 @@ TEST(MembersConfig, NamesEachBadEntryAndKeepsTheRest) {
   EXPECT_NE(config->invalid["Bad_Name"].find("DNS label"), std::string::npos);
   EXPECT_NE(config->invalid["t4"].find("needs a `kubeconfig`"), std::string::npos);
   EXPECT_NE(config->invalid["#5"].find("must be an object"), std::string::npos);
+  EXPECT_NE(config->invalid["a10g#3"].find("used by an earlier entry"), std::string::npos);
   // The duplicate is reported under its name; the first entry stays.
   EXPECT_EQ(config->members[0].kubeconfig, fs::path("/etc/gateway/members/a10g.yaml"));
 }
@@ -148,6 +150,38 @@ current-context: x
   ASSERT_TRUE(list);
   EXPECT_EQ((*list)["kind"], "ClusterInstanceList");
   EXPECT_FALSE(gateway.ClusterList("secrets", {}, ""));
+  gateway.Stop();
+  fs::remove_all(dir);
+}
+
+// With a client CA, the views answer only clients whose certificate it signed; health does not
+// need one.
+TEST(Gateway, AClientCaGuardsTheViews) {
+  const fs::path dir = TempDir("gateway-ca");
+  Write(dir / "clusters.yaml", "clusters: []\n");
+  auto ca = https::MakeCertificateAuthority("gateway-clients", std::chrono::hours(1));
+  auto other = https::MakeCertificateAuthority("someone-else", std::chrono::hours(1));
+  ASSERT_TRUE(ca && other);
+  auto client = https::MakeClientCertificate(*ca, "gpustack-server", std::chrono::hours(1));
+  auto stranger = https::MakeClientCertificate(*other, "stranger", std::chrono::hours(1));
+  ASSERT_TRUE(client && stranger);
+  Gateway gateway({.config = dir / "clusters.yaml", .client_ca = ca->cert_pem});
+  ASSERT_TRUE(gateway.Start());
+  auto answer = [&](const std::string& path, std::vector<std::string> chain) {
+    for (const https::Route& route : gateway.Routes()) {
+      if (route.path != path) continue;
+      https::Request request{"GET", path, "", ""};
+      request.peer_certificates = std::move(chain);
+      return route.handler(request);
+    }
+    return https::Response{404, "no route"};
+  };
+  EXPECT_EQ(answer("/apis/clusters", {}).status, 401);
+  EXPECT_EQ(answer("/apis/instancetypes", {stranger->cert_pem}).status, 401);
+  const https::Response allowed = answer("/apis/instancetypes", {client->cert_pem});
+  EXPECT_EQ(allowed.status, 200) << allowed.body;
+  EXPECT_EQ(answer("/apis/clusters", {client->cert_pem}).status, 200);
+  EXPECT_EQ(answer("/livez", {}).status, 200);
   gateway.Stop();
   fs::remove_all(dir);
 }

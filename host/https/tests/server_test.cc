@@ -118,6 +118,12 @@ TEST(Server, ServesPlainHttpOnAUnixSocketOnlyItsOwnerMayOpen) {
   }
   Server server({.name = "gateway", .unix_socket = socket}, routes);
   ASSERT_TRUE(server.Start());
+  // A second server at the same path while the first answers: refused, the first untouched.
+  Server second({.name = "second", .unix_socket = socket}, routes);
+  Status taken = second.Start();
+  ASSERT_FALSE(taken);
+  EXPECT_NE(taken.error().find("another process is serving there"), std::string::npos)
+      << taken.error();
   EXPECT_EQ(fs::status(socket).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
   const std::string via = "--unix-socket " + socket.string() + " http://localhost";
@@ -140,6 +146,10 @@ TEST(Server, ServesPlainHttpOnAUnixSocketOnlyItsOwnerMayOpen) {
   ASSERT_FALSE(started);
   EXPECT_NE(started.error().find("something that is not a socket is there"), std::string::npos)
       << started.error();
+  Server too_long({.name = "long", .unix_socket = dir / std::string(120, 'x')}, routes);
+  Status long_path = too_long.Start();
+  ASSERT_FALSE(long_path);
+  EXPECT_NE(long_path.error().find("at most 107 bytes"), std::string::npos) << long_path.error();
   fs::remove_all(dir);
 }
 
