@@ -155,6 +155,26 @@ class ChartE2e(unittest.TestCase):
             can = kubectl("auth", "can-i", "delete", "nodes", f"--as=system:serviceaccount:{NS}:{account}",
                           check=False).stdout.strip()
             self.assertEqual(can, "no")
+        # The role a worker-gateway's identity gets on a member: it reads the six kinds through
+        # the v1 API (the worker's SubjectAccessReview allows it) and nothing beneath them.
+        reader = "system:serviceaccount:default:gateway-reader-probe"
+        kubectl("create", "clusterrolebinding", "gateway-reader-probe",
+                f"--clusterrole={RELEASE}:gateway-reader", f"--user={reader}")
+        try:
+            listed = wait("the v1 InstanceTypes as the gateway reader", lambda: kubectl(
+                "get", "instancetypes.v1.worker.gpustack.ai", "-o", "name", f"--as={reader}",
+                check=False).stdout, 120)
+            self.assertIn("instancetype.worker.gpustack.ai/", listed)
+            for resource in ("instancesshpublickeys.v1.worker.gpustack.ai",
+                             "instancepersistentvolumetypes.v1.worker.gpustack.ai"):
+                kubectl("get", resource, "-A", f"--as={reader}")
+            for verb, resource in (("get", "secrets"), ("create", "instances.worker.gpustack.ai"),
+                                   ("list", "devices.worker.gpustack.ai")):
+                can = kubectl("auth", "can-i", verb, resource, "-A", f"--as={reader}",
+                              check=False).stdout.strip()
+                self.assertEqual(can, "no", f"{verb} {resource}")
+        finally:
+            kubectl("delete", "clusterrolebinding", "gateway-reader-probe", "--ignore-not-found")
 
     def test_3_the_schema_refuses_bad_values_and_the_rendered_manifests_pass_the_apiserver(self):
         self.assertEqual(helm("lint", CHART, "-f", VALUES, check=False).returncode, 0,

@@ -1,6 +1,6 @@
 """The worker-gateway over three real control planes (label gateway-e2e). Each testbed runs
-etcd, kube-apiserver and Kueue with a worker of its own serving the v1 API through the
-aggregator (--api-address, as api-e2e does); their fleets differ:
+etcd, kube-apiserver, the controller-manager, Kueue and kwok, with a worker of its own serving
+the v1 API through the aggregator (--api-address, as api-e2e does); their kwok fleets differ:
   gw-a10g  one node with 1 x A10G
   gw-h100  one node with 8 x H100, MIG mixed (GPUs 0-2 partitioned)
   gw-t4    one node with 4 x T4 and one with 2 x A10G
@@ -83,21 +83,15 @@ def two_a10g():
     return spec
 
 
-def add_node(cluster, name, spec, cards, resource="nvidia.com/gpu"):
-    node = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name,
-                         "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                                    "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-                                    "kubernetes.io/hostname": name,
-                                    "feature.node.kubernetes.io/cpu-model.vendor_id": "AMD"},
-                         "annotations": {"feature.gpustack.ai/cpu-name": "AMD EPYC 7R32"}}}
-    kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(node))
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", resource: str(cards)}
-    kubectl(cluster, "patch", "node", name, "--subresource=status", "--type=merge", "-p",
+def publish(cluster, node, spec, cards):
+    """A kwok node's cards, as its node daemon would publish them (kwok runs none), and the
+    capacity its kubelet would report."""
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(cards)}
+    kubectl(cluster, "patch", "node", node, "--subresource=status", "--type=merge", "-p",
             json.dumps({"status": {"capacity": capacity, "allocatable": capacity}}))
     kubectl(cluster, "apply", "--server-side", "--field-manager", "gpustack-tests", "-f", "-",
             stdin=json.dumps({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices",
-                              "metadata": {"name": name}, "spec": spec}))
+                              "metadata": {"name": node}, "spec": spec}))
 
 
 WORKERS = {c: Worker(BINARY, BUILD, os.path.join(d, "kubeconfig"), c,
@@ -121,10 +115,10 @@ def setUpModule():
         kubectl(cluster, "apply", "-f", os.path.join(REPO, "crds") + "/")
         kubectl(cluster, "delete", "apiservice", "v1.worker.gpustack.ai", "v1.gpustack.ai",
                 "--ignore-not-found")
-    add_node("gw-a10g", "a10g-0", fixture("nvidia-a10g"), 1)
-    add_node("gw-h100", "h100-0", fixture("nvidia-h100x8-mig-mixed"), 5)
-    add_node("gw-t4", "t4-0", fixture("nvidia-t4x4"), 4)
-    add_node("gw-t4", "t4-a10g-0", two_a10g(), 2)
+    publish("gw-a10g", "kwok-node-0", fixture("nvidia-a10g"), 1)
+    publish("gw-h100", "kwok-node-0", fixture("nvidia-h100x8-mig-mixed"), 5)
+    publish("gw-t4", "kwok-node-0", fixture("nvidia-t4x4"), 4)
+    publish("gw-t4", "kwok-node-1", two_a10g(), 2)
     for worker in WORKERS.values():
         worker.start()
     for cluster in DIRS:
@@ -279,7 +273,7 @@ class GatewayE2e(unittest.TestCase):
             unhealthy = i % 2 == 0
             want = 2 if unhealthy else 3
             sent = time.monotonic()
-            kubectl("gw-a10g", "patch", "devices.v1alpha1.worker.gpustack.ai", "a10g-0", "--type=json",
+            kubectl("gw-a10g", "patch", "devices.v1alpha1.worker.gpustack.ai", "kwok-node-0", "--type=json",
                     "-p", json.dumps([{"op": "replace",
                                        "path": "/spec/groups/0/accelerators/0/status/unhealthy",
                                        "value": unhealthy}]))
