@@ -93,15 +93,23 @@ Json OnceMaxBundle(const Json& status, const Json& spec, const StatusShape& shap
   const int64_t units = Primary(status, acceleratable);
   const int64_t unit_cpu = kube::WholeOf(JsonAt(spec, {"unitResources", "cpu"})).value_or(0);
   const int64_t unit_ram_milli = kube::MilliOf(JsonAt(spec, {"unitResources", "ram"})).value_or(0);
-  bundle["allocation"] = {{"accelerator", acceleratable ? units : 0},
-                          {"cpu", acceleratable ? units * unit_cpu : units},
-                          {"ram", kube::FormatBytes(units * (unit_ram_milli / 1000))},
-                          {"localStorage", units > 0 ? JsonAt(spec, {"localStorage"}) : Json("0")}};
+  bundle["allocation"] = {
+      {"accelerator", acceleratable ? units : 0},
+      {"cpu", acceleratable ? units * unit_cpu : units},
+      {"ram", units > 0 ? kube::FormatBytes(units * (unit_ram_milli / 1000)) : std::string("0")},
+      {"localStorage", units > 0 ? JsonAt(spec, {"localStorage"}) : Json("0")}};
   return bundle;
 }
 
 Json ZeroBundle(const StatusShape& shape, const std::map<std::string, int64_t>& profile_names) {
   return Bundle(Json::object(), kRemaining, shape, profile_names);
+}
+
+// The request bundle of a tier or type with nothing counted: nothing can be asked for.
+Json NoRequest(const StatusShape& shape, const std::map<std::string, int64_t>& profile_names) {
+  Json bundle = ZeroBundle(shape, profile_names);
+  bundle["allocation"] = {{"accelerator", 0}, {"cpu", 0}, {"ram", "0"}, {"localStorage", "0"}};
+  return bundle;
 }
 
 // Adds `from` into `into`, view by view (profiles by name).
@@ -219,7 +227,7 @@ Json AggregateInstanceType(const std::string& name, const std::vector<Candidate>
       }
     }
     Json once = best ? OnceMaxBundle(*best, *best_spec, shape, profile_names)
-                     : ZeroBundle(shape, profile_names);
+                     : NoRequest(shape, profile_names);
     tiers.push_back({std::max<int64_t>(best_primary, 0),
                      {{"key", key},
                       {kOnceMax, std::move(once)},
@@ -233,7 +241,7 @@ Json AggregateInstanceType(const std::string& name, const std::vector<Candidate>
           {{"cluster", c.cluster}, {"since", c.freshness.since}, {"reason", c.freshness.reason}});
 
   // The type's figures: the largest tier's request, every tier's remaining.
-  Json once = ZeroBundle(shape, profile_names);
+  Json once = NoRequest(shape, profile_names);
   Json remaining = ZeroBundle(shape, profile_names);
   int64_t best_primary = -1;
   Json tier_list = Json::array();

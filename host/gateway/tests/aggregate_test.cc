@@ -103,6 +103,10 @@ TEST(Aggregate, TiersByWholeCardOnceMaxWithSumsHandComputed) {
   EXPECT_EQ(b["status"]["tiers"][1]["key"], 4);
   EXPECT_EQ(b["status"]["tiers"][1]["remaining"]["accelerator"], 0);
   EXPECT_EQ(b["status"]["onceMaxRequest"]["accelerator"], 1);
+  // A tier with nothing counted offers an empty allocation.
+  EXPECT_EQ(b["status"]["tiers"][1]["onceMaxRequest"]["accelerator"], 0);
+  EXPECT_EQ(b["status"]["tiers"][1]["onceMaxRequest"]["allocation"],
+            (Json{{"accelerator", 0}, {"cpu", 0}, {"ram", "0"}, {"localStorage", "0"}}));
   EXPECT_EQ(b["status"]["remaining"]["accelerator"], 1);
 }
 
