@@ -1,10 +1,9 @@
 // `worker-gateway`: the multi-cluster gateway's flags and start-up (docs/behaviour.md §11).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <thread>
 
 #include "host/cmd/command.h"
+#include "host/common/files.h"
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
 #include "host/common/text.h"
@@ -51,12 +50,11 @@ struct GatewayCommand {
       // identity: the socket's file mode is what guards them otherwise.
       if (client_ca_file.empty())
         return Error{"serving HTTPS needs --client-ca-file: clients must present a certificate"};
-      std::ifstream in(client_ca_file);
-      std::ostringstream text;
-      text << in.rdbuf();
-      if (!in || text.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-        return Error{"--client-ca-file " + client_ca_file + ": no PEM certificate could be read"};
-      options.client_ca = text.str();
+      auto ca = ReadSmallFile(client_ca_file, 1 << 20, "--client-ca-file");
+      if (!ca) return ca.failure();
+      if (ca->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+        return Error{"--client-ca-file " + client_ca_file + ": no PEM certificate in it"};
+      options.client_ca = std::move(*ca);
     }
     return Ok{};
   }

@@ -1,12 +1,10 @@
 #include "host/gateway/gateway.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "host/api/request.h"
+#include "host/common/files.h"
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
@@ -30,14 +28,12 @@ https::Response Refusal(int status, const std::string& message) {
   return Answer({{"error", message}}, status);
 }
 
-Result<std::string> ReadWhole(const std::filesystem::path& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Error{"cannot read " + std::string(what) + " " + path.string() + ": " +
-                 std::strerror(errno)};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// The member config and the kubeconfigs are bounded regular files: a FIFO or a device planted at
+// the path must not hang or flood the config thread.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+Result<std::string> ReadConfigFile(const std::filesystem::path& path, const char* what) {
+  return ReadSmallFile(path, kMaxConfigBytes, what);
 }
 
 }  // namespace
@@ -50,7 +46,7 @@ Status Gateway::Start() {
   auto shape = InstanceTypeStatusShape();
   if (!shape) return shape.failure();
   shape_ = std::move(*shape);
-  auto text = ReadWhole(options_.config, "the member config");
+  auto text = ReadConfigFile(options_.config, "the member config");
   if (!text) return text.failure();
   auto parsed = ParseMembersConfig(*text, options_.config.parent_path(), options_.connection.mode);
   if (!parsed) return parsed.failure().WithContext(options_.config.string() + ": ");
@@ -98,7 +94,7 @@ void Gateway::FollowConfig(std::stop_token stop) {
   // in a Pod changes by a symlink swap that no timestamp of the file's own shows.
   while (SleepUntil(std::chrono::steady_clock::now() + options_.config_check_every, stop)) {
     BuryRetired();
-    auto text = ReadWhole(options_.config, "the member config");
+    auto text = ReadConfigFile(options_.config, "the member config");
     bool same = false;
     {
       std::lock_guard lock(mutex_);
@@ -106,11 +102,13 @@ void Gateway::FollowConfig(std::stop_token stop) {
         if (config_error_ != text.error())
           Logger("gateway")->warn("{}; keeping the members", text.error());
         config_error_ = text.error();
+        config_unreadable_ = true;
         continue;
       }
       same = *text == config_text_;
       // Readable again and unchanged: what was served all along is what the file says.
-      if (same && config_error_.rfind("cannot read", 0) == 0) config_error_.clear();
+      if (same && config_unreadable_) config_error_.clear();
+      config_unreadable_ = false;
     }
     if (!same || KubeconfigsChanged()) ApplyConfig(*text);
   }
@@ -124,7 +122,7 @@ bool Gateway::KubeconfigsChanged() const {
   }
   for (const MemberSpec& spec : specs) {
     if (spec.kubeconfig.empty()) continue;
-    auto now = ReadWhole(spec.kubeconfig, "the kubeconfig");
+    auto now = ReadConfigFile(spec.kubeconfig, "the kubeconfig");
     if ((now ? *now : std::string()) != spec.kubeconfig_text) return true;
   }
   return false;
@@ -163,7 +161,7 @@ void Gateway::ApplyConfig(const std::string& text) {
     std::map<std::string, std::shared_ptr<Member>> next;
     for (MemberSpec& spec : parsed->members) {
       if (!spec.kubeconfig.empty()) {
-        auto kubeconfig = ReadWhole(spec.kubeconfig, "the kubeconfig");
+        auto kubeconfig = ReadConfigFile(spec.kubeconfig, "the kubeconfig");
         spec.kubeconfig_text = kubeconfig ? *kubeconfig : std::string();
       }
       auto it = members_.find(spec.name);

@@ -59,7 +59,6 @@ class Gateway {
   Result<Json> ClusterList(const std::string& resource, const std::vector<std::string>& clusters,
                            const std::string& ns) const;
   std::string Metrics() const;
-  uint64_t changes() const { return changes_; }
 
   // A list followed by a watch: what it lists (`query` names it: watches of one query share
   // each pass's list), and how its items are told apart.
@@ -94,6 +93,7 @@ class Gateway {
   std::vector<std::shared_ptr<Member>> retired_;
   std::map<std::string, std::string> invalid_;              // entry -> why
   std::string config_error_;
+  bool config_unreadable_ = false;  // config_error_ is a failed read, not a bad text
   std::string config_text_;
   std::atomic<uint64_t> changes_{0};
   std::atomic<uint64_t> config_loads_{0};

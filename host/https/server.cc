@@ -325,12 +325,15 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
     ++answers[{kTooLarge, 413}];
   }
 
+  // Gives back the connection's place in the count when its session ends, however it ends.
+  struct ConnectionSlot {
+    std::atomic<int>& n;
+    ~ConnectionSlot() { --n; }
+  };
+
   // A TLS connection: the handshake, its requests, then a TLS shutdown.
   asio::awaitable<void> TlsSession(tcp::socket socket) {
-    struct Count {
-      std::atomic<int>& n;
-      ~Count() { --n; }
-    } count{connections};
+    const ConnectionSlot slot{connections};
     auto tls_context = Tls();
     beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls_context);
     try {
@@ -352,10 +355,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 
   // A connection on the unix socket: plain HTTP, its file's permissions are the access control.
   asio::awaitable<void> LocalSession(local::stream_protocol::socket socket) {
-    struct Count {
-      std::atomic<int>& n;
-      ~Count() { --n; }
-    } count{connections};
+    const ConnectionSlot slot{connections};
     beast::basic_stream<local::stream_protocol> stream(std::move(socket));
     try {
       const std::vector<std::string> no_certificates;

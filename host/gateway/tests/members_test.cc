@@ -1,6 +1,7 @@
 #include "host/gateway/members.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -150,6 +151,28 @@ current-context: x
   ASSERT_TRUE(list);
   EXPECT_EQ((*list)["kind"], "ClusterInstanceList");
   EXPECT_FALSE(gateway.ClusterList("secrets", {}, ""));
+  gateway.Stop();
+  fs::remove_all(dir);
+}
+
+// A config path that is not a regular file (a FIFO planted there) is refused at start, not read
+// forever; a config that goes missing is reported, and cleared once it is back unchanged.
+TEST(Gateway, AHostileOrMissingConfigIsSaidAndNeverHangs) {
+  const fs::path dir = TempDir("gateway-hostile");
+  ASSERT_EQ(mkfifo((dir / "fifo.yaml").c_str(), 0600), 0);
+  Gateway hostile({.config = dir / "fifo.yaml"});
+  Status refused = hostile.Start();
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("fifo.yaml"), std::string::npos) << refused.error();
+
+  Write(dir / "clusters.yaml", "clusters: []\n");
+  Gateway gateway(
+      {.config = dir / "clusters.yaml", .config_check_every = std::chrono::milliseconds(50)});
+  ASSERT_TRUE(gateway.Start());
+  fs::rename(dir / "clusters.yaml", dir / "away.yaml");
+  ASSERT_TRUE(Eventually([&] { return gateway.Clusters().contains("configError"); }));
+  fs::rename(dir / "away.yaml", dir / "clusters.yaml");
+  EXPECT_TRUE(Eventually([&] { return !gateway.Clusters().contains("configError"); }));
   gateway.Stop();
   fs::remove_all(dir);
 }
