@@ -256,6 +256,9 @@ struct ServeCommand {
   std::string proc_root = options.proc_root.string();
   std::string data_dir = options.enforcement.data_dir.string();
   std::string host_data_dir;  // empty: the same as data_dir
+  bool dra = false;
+  std::string kubelet_dir = "/var/lib/kubelet";
+  std::string cdi_dir = "/var/run/cdi";
   int secure_port = 32443;
   std::string cert_dir;
 
@@ -323,6 +326,16 @@ struct ServeCommand {
     if (!options.enforcement.data_dir.is_absolute() ||
         !options.enforcement.host_data_dir.is_absolute()) {
       return Error{"--data-dir and --host-data-dir must be absolute paths"};
+    }
+    options.dra = dra;
+    if (dra) {
+      if (node.state_dir.empty()) {
+        return Error{"--dra keeps its record of prepared claims in --state-dir, which is empty"};
+      }
+      options.dra_options.plugins_dir = std::filesystem::path(kubelet_dir) / "plugins";
+      options.dra_options.registry_dir = std::filesystem::path(kubelet_dir) / "plugins_registry";
+      options.dra_options.cdi_dir = cdi_dir;
+      options.dra_options.record = std::filesystem::path(node.state_dir) / "dra-claims.json";
     }
     options.serve_https = secure_port != 0;
     options.exporter.server.port = static_cast<uint16_t>(secure_port);
@@ -445,6 +458,23 @@ Command AddServe(CLI::App& device_manager) {
                    "The kubelet's pod-resources socket (empty: identify Pods from the apiserver "
                    "only)")
       ->envname("GPUSTACK_POD_RESOURCES_SOCKET")
+      ->capture_default_str();
+  serve
+      ->add_flag("--dra", c->dra,
+                 "Also serve the kubelet as DRA driver gpustack.ai: ResourceSlices of the whole "
+                 "cards, ResourceClaims prepared on the same ledger (docs/dra.md)")
+      ->envname("GPUSTACK_DRA_DRIVER");
+  serve
+      ->add_option("--kubelet-dir", c->kubelet_dir,
+                   "The kubelet's root directory: --dra's sockets go in its plugins/ and "
+                   "plugins_registry/")
+      ->envname("GPUSTACK_KUBELET_DIR")
+      ->capture_default_str();
+  serve
+      ->add_option("--cdi-dir", c->cdi_dir,
+                   "Where --dra writes the CDI specs of prepared claims (the container engine's "
+                   "transient spec directory)")
+      ->envname("GPUSTACK_CDI_DIR")
       ->capture_default_str();
   serve
       ->add_option("--secure-port", c->secure_port,

@@ -29,6 +29,12 @@ struct FileIdentity {
 };
 Result<FileIdentity> IdentifyFile(const std::filesystem::path& path);
 
+// Replaces `path` with `text` through a temporary file beside it and a rename: a reader sees the
+// old file or the new one, never half of one. With `durable`, the data and the rename are on disk
+// (fsync of the file and its directory) before it returns: a record a crash must not lose.
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text,
+                           std::filesystem::perms perms, bool durable = false);
+
 }  // namespace gpustack
 
 #endif  // GPUSTACK_HOST_COMMON_FILES_H_

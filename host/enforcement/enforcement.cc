@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "host/common/file_trust.h"
+#include "host/common/files.h"
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 
@@ -27,24 +28,6 @@ const Json* ContainerOf(const Json& pod, const std::string& name) {
     }
   }
   return nullptr;
-}
-
-// Writes `text` to `path` through a temporary file and a rename: a container starting meanwhile
-// sees the old file or the new one, never half of one.
-Status WriteAtomically(const fs::path& path, const std::string& text, fs::perms perms) {
-  const fs::path fresh = path.string() + ".new";
-  {
-    std::ofstream out(fresh, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) return Error{"cannot write " + fresh.string()};
-  }
-  std::error_code ec;
-  fs::permissions(fresh, perms, ec);
-  if (ec || ::rename(fresh.c_str(), path.c_str()) != 0) {
-    fs::remove(fresh, ec);
-    return Error{"cannot replace " + path.string() + ": " + std::strerror(errno)};
-  }
-  return Ok{};
 }
 
 Status CopyAtomically(const fs::path& from, const fs::path& to) {
@@ -373,7 +356,7 @@ Status SliceEnforcement::Stage(const std::string& manufacturer, const Plugin& pl
       current && *current == preload) {
     return Ok{};
   }
-  return WriteAtomically(to / "ld.so.preload", preload, fs::perms(0644));
+  return WriteFileAtomically(to / "ld.so.preload", preload, fs::perms(0644));
 }
 
 Result<std::vector<sdk::ContainerEdit>> SliceEnforcement::EditsForSlice(

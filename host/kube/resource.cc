@@ -29,6 +29,8 @@ ResourceType ValidatingWebhookConfigurations() {
   return {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", false};
 }
 ResourceType AdmissionChecks() { return {"kueue.x-k8s.io", "v1beta2", "admissionchecks", false}; }
+ResourceType ResourceSlices() { return {"resource.k8s.io", "v1", "resourceslices", false}; }
+ResourceType ResourceClaims() { return {"resource.k8s.io", "v1", "resourceclaims", true}; }
 }  // namespace resources
 
 std::string CollectionPath(const ResourceType& type, std::string_view ns) {

@@ -47,6 +47,9 @@ ResourceType Workloads();
 ResourceType AdmissionChecks();
 ResourceType MutatingWebhookConfigurations();
 ResourceType ValidatingWebhookConfigurations();
+// Dynamic Resource Allocation, resource.k8s.io/v1.
+ResourceType ResourceSlices();
+ResourceType ResourceClaims();
 }  // namespace resources
 
 // /api/v1[/namespaces/<ns>]/<plural> or /apis/<group>/<version>[/namespaces/<ns>]/<plural>.

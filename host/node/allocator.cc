@@ -4,6 +4,7 @@
 
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
+#include "host/dra/claims.h"
 #include "host/ledger/allocated.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/request.h"
@@ -685,6 +686,71 @@ void Allocator::DestroyPartitions(const ledger::Allocation& allocation) {
   }
 }
 
+Result<Allocator::ClaimGrant> Allocator::GrantClaim(const ledger::Owner& owner,
+                                                    const std::string& manufacturer,
+                                                    const std::vector<std::string>& cards) {
+  std::unique_lock lock(mutex_);
+  ledger::Request request;
+  request.manufacturer = manufacturer;
+  for (const ledger::ResourceKind& kind : kinds_) {
+    if (kind.manufacturer == manufacturer) request.base = kind.base;
+  }
+  if (request.base.empty()) {
+    return Error{"no running plugin serves " + manufacturer + " cards on this node",
+                 Code::kFailedPrecondition};
+  }
+  request.mode = Mode::kExclusive;
+  request.count = static_cast<uint32_t>(cards.size());
+  request.cards = cards;
+  bool fresh = false;
+  auto reserved =
+      runtime_.WithLedger([&](ledger::NodeLedger& ledger) -> Result<ledger::Allocation> {
+        if (auto held = ledger.allocations().find(owner); held != ledger.allocations().end()) {
+          std::set<std::string> holds, asked(cards.begin(), cards.end());
+          for (const ledger::Charge& charge : held->second.charges)
+            holds.insert(charge.accelerator_id);
+          if (holds != asked) {
+            return Error{"already holds other cards than those it asks for now",
+                         Code::kFailedPrecondition};
+          }
+          return held->second;
+        }
+        fresh = true;
+        return ledger.Reserve(owner, request);
+      });
+  if (!reserved) return Error{reserved.error(), Code::kFailedPrecondition};
+  auto backend = runtime_.BackendFor(manufacturer);
+  auto edits = backend ? (*backend)->Grant({.pod_uid = owner.pod_uid,
+                                            .container_name = owner.container,
+                                            .mode = runtime::ToGrantMode(Mode::kExclusive),
+                                            .accelerator_ids = cards})
+                       : Result<std::vector<sdk::ContainerEdit>>(backend.failure());
+  if (!edits) {
+    if (fresh) GiveBack(owner);
+    return Error{manufacturer + " plugin refused the grant: " + edits.error(), Code::kInternal};
+  }
+  lock.unlock();
+  if (fresh && on_change_) on_change_();
+  return ClaimGrant{std::move(*reserved), std::move(*edits)};
+}
+
+bool Allocator::ReleaseClaim(const ledger::Owner& owner) {
+  std::unique_lock lock(mutex_);
+  const bool released =
+      runtime_.WithLedger([&](ledger::NodeLedger& ledger) { return ledger.Release(owner); });
+  lock.unlock();
+  if (released && on_change_) on_change_();
+  return released;
+}
+
+Status Allocator::RestoreClaim(const ledger::Allocation& allocation) {
+  std::lock_guard lock(mutex_);
+  return runtime_.WithLedger([&](ledger::NodeLedger& ledger) -> Status {
+    if (ledger.allocations().count(allocation.owner) != 0) return Ok{};
+    return ledger.Restore(allocation);
+  });
+}
+
 size_t Allocator::Restore(const std::vector<Json>& pods) {
   std::lock_guard lock(mutex_);
   size_t restored = 0;
@@ -761,6 +827,7 @@ bool Allocator::Reconcile(const std::vector<Json>& pods,
     std::vector<ledger::Owner> owners;
     for (const auto& [owner, allocation] : ledger.allocations()) owners.push_back(owner);
     for (const ledger::Owner& owner : owners) {
+      if (dra::IsClaimOwner(owner)) continue;  // its claim ends it, through the kubelet
       auto reserved = reserved_at_.find(owner);
       auto pod = live.find(owner.pod_uid);
       if (pod == live.end()) {

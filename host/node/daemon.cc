@@ -17,6 +17,7 @@
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
+#include "host/dra/slices.h"
 #include "host/kube/informer.h"
 #include "host/node/metrics.h"
 #include "host/node/pod_directory.h"
@@ -123,6 +124,23 @@ class Daemon {
     allocator_.set_injector(&injector_);
     enforcement_.Prepare(runtime_.Report().plugins);
     if (!RebuildLedger()) return 0;
+    std::unique_ptr<DraFrontEnd> dra;
+    if (options_.dra) {
+      dra = std::make_unique<DraFrontEnd>(
+          runtime_, allocator_,
+          [this](const std::string& ns, const std::string& name) {
+            return client_.Get(kube::resources::ResourceClaims(), ns, name);
+          },
+          options_.node_name, options_.dra_options);
+      // Before either front end serves: a claim's card must not go to a Pod meanwhile.
+      auto restored = dra->Restore();
+      if (!restored) {
+        log_->error("{}", restored.error());
+        StopWatches();
+        return 2;
+      }
+      log_->info("{} prepared ResourceClaim(s) restored", *restored);
+    }
     board_.Refresh();
     WatchPods();
     WatchNode();
@@ -139,6 +157,14 @@ class Daemon {
       return 2;
     }
     front.Start();
+    if (dra) {
+      if (Status started = dra->Start(); !started) {
+        log_->error("{}", started.error());
+        StopWatches();
+        return 2;
+      }
+      dra_ = dra.get();
+    }
     sampler_ = std::jthread([this](std::stop_token stop) { SampleLoop(stop); });
     runtime_.StartHealthLoop(options_.health_poll, [this] {
       dirty_ = true;
@@ -150,7 +176,9 @@ class Daemon {
     StopWatches();
     if (exporter_) exporter_->Stop();
     front_ = nullptr;
+    dra_ = nullptr;
     log_->info("stopping: unregistering from the kubelet");
+    if (dra) dra->Stop();
     runtime_.StopHealthLoop();
     board_.Close();
     front.Stop();
@@ -479,7 +507,16 @@ class Daemon {
     const runtime::NodeReport report = runtime_.Report();
     const ledger::DevicesStatus status =
         runtime_.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
-    if (Status published = publisher_.Publish(report, status, enforcement_.States()); !published) {
+    Status published = publisher_.Publish(report, status, enforcement_.States());
+    if (published && dra_ != nullptr) {
+      // The ledger's own spec, so the cards offered and the cards held are of one moment.
+      std::vector<Json> slices = runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+        return dra::ResourceSlices(options_.node_name, ledger.spec(), dra::CardsHeldByPods(ledger),
+                                   0);
+      });
+      published = publisher_.PublishResourceSlices(std::move(slices));
+    }
+    if (!published) {
       log_->warn("{} (retrying in a second)", published.error());
       next_reconcile_ =
           std::min(next_reconcile_, std::chrono::steady_clock::now() + std::chrono::seconds(1));
@@ -520,6 +557,7 @@ class Daemon {
 
   // Last, so that they are stopped before what their callbacks use goes.
   KubeletFrontEnd* front_ = nullptr;  // Run()'s, while it runs
+  DraFrontEnd* dra_ = nullptr;        // Run()'s, while it serves
   std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
   std::unique_ptr<https::Server> exporter_;
   std::jthread sampler_;  // reads the informers: stopped before them

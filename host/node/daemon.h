@@ -15,6 +15,7 @@
 #include "host/kube/client.h"
 #include "host/node/allocator.h"
 #include "host/node/device_plugin.h"
+#include "host/node/dra_plugin.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
 
@@ -25,6 +26,9 @@ struct DaemonOptions {
   ModeSwitches modes;
   AllocatorOptions allocator;
   KubeletOptions kubelet;
+  // The DRA front end beside the device plugin (docs/dra.md): --dra.
+  bool dra = false;
+  DraOptions dra_options;
   // The kubelet's pod-resources socket (<kubelet root>/pod-resources/kubelet.sock).
   std::filesystem::path pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::chrono::milliseconds discover_period{60'000};

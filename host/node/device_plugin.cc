@@ -18,7 +18,6 @@ namespace {
 
 constexpr const char* kHealthy = "Healthy";
 constexpr const char* kUnhealthy = "Unhealthy";
-constexpr int kIdlePollerWaitMs = 3'600'000;
 // A ListAndWatch stream waits for a change this long before it looks whether the kubelet left.
 constexpr std::chrono::seconds kStreamRecheck{60};
 

@@ -91,6 +91,10 @@ class KubeletFrontEnd {
   std::mutex generation_mutex_;
 };
 
+// How long an idle gRPC sync-server poller waits before it looks again (gRPC's default is 10 s,
+// a wakeup for nothing; docs/footprint.md).
+inline constexpr int kIdlePollerWaitMs = 3'600'000;
+
 // The socket file name for a resource: "gpustack-nvidia.com_gpu.sliced.sock".
 std::string SocketName(const std::string& resource);
 

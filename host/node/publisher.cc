@@ -1,8 +1,11 @@
 #include "host/node/publisher.h"
 
+#include <algorithm>
 #include <ctime>
+#include <set>
 
 #include "host/common/logging.h"
+#include "host/dra/slices.h"
 #include "host/runtime/devices_spec.h"
 
 namespace gpustack::node {
@@ -85,11 +88,7 @@ Status Publisher::Publish(const runtime::NodeReport& report, const ledger::Devic
                           const std::vector<enforcement::State>& enforcement) {
   if (!report.spec) return Error{"no Devices spec to publish: " + report.spec.error()};
   const ledger::DevicesSpec& spec = *report.spec;
-  if (node_uid_.empty()) {
-    auto node = client_.Get(kube::resources::Nodes(), "", node_name_);
-    if (!node) return Error{"cannot read node " + node_name_ + ": " + node.error()};
-    node_uid_ = (*node)["metadata"].value("uid", "");
-  }
+  if (Status read = ReadNodeUid(); !read) return read;
   // Node labels (docs/behaviour.md §3.4): ours only, removed when no longer published.
   Json labels = Json::object();
   for (const auto& [key, value] : runtime::DeviceLabels(spec)) labels[key] = value;
@@ -146,6 +145,58 @@ Status Publisher::Publish(const runtime::NodeReport& report, const ledger::Devic
       return Error{"cannot apply Devices " + node_name_ + " status: " + applied.error()};
     }
     last_status_ = status_json;
+  }
+  return Ok{};
+}
+
+Status Publisher::ReadNodeUid() {
+  if (!node_uid_.empty()) return Ok{};
+  auto node = client_.Get(kube::resources::Nodes(), "", node_name_);
+  if (!node) return Error{"cannot read node " + node_name_ + ": " + node.error()};
+  node_uid_ = (*node)["metadata"].value("uid", "");
+  return Ok{};
+}
+
+Status Publisher::PublishResourceSlices(std::vector<Json> slices) {
+  if (Status read = ReadNodeUid(); !read) return read;
+  std::set<std::string> names;
+  for (const Json& slice : slices) names.insert(slice["metadata"]["name"]);
+  if (!slices_swept_) {
+    kube::ListOptions ours;
+    ours.field_selector = "spec.nodeName=" + node_name_ + ",spec.driver=" + dra::kDriverName;
+    auto listed = client_.List(kube::resources::ResourceSlices(), "", ours);
+    if (!listed)
+      return Error{"cannot list the ResourceSlices of node " + node_name_ + ": " + listed.error()};
+    for (const Json& slice : listed->items) {
+      const std::string name = slice["metadata"].value("name", "");
+      if (!names.contains(name)) last_slices_[name] = Json();  // deleted below
+    }
+    // Above what a previous life published: a generation only grows.
+    slice_generation_ = std::max<int64_t>(slice_generation_, std::time(nullptr));
+    slices_swept_ = true;
+  }
+  for (auto it = last_slices_.begin(); it != last_slices_.end();) {
+    if (names.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    Status deleted = client_.Delete(kube::resources::ResourceSlices(), "", it->first);
+    if (!deleted && !kube::IsNotFound(deleted.failure())) {
+      return Error{"cannot delete ResourceSlice " + it->first + ": " + deleted.error()};
+    }
+    it = last_slices_.erase(it);
+  }
+  for (Json& slice : slices) {
+    const std::string name = slice["metadata"]["name"];
+    auto last = last_slices_.find(name);
+    if (last != last_slices_.end() && last->second == slice) continue;
+    Json applied_form = slice;
+    slice["spec"]["pool"]["generation"] = ++slice_generation_;
+    slice["metadata"]["ownerReferences"] = Json::array(
+        {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name_}, {"uid", node_uid_}}});
+    auto applied = client_.Apply(kube::resources::ResourceSlices(), slice, {kFieldManager, true});
+    if (!applied) return Error{"cannot apply ResourceSlice " + name + ": " + applied.error()};
+    last_slices_[name] = std::move(applied_form);
   }
   return Ok{};
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 #include <string>
 
 #include "host/common/result.h"
@@ -37,12 +39,22 @@ class Publisher {
   Status Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
                  const std::vector<enforcement::State>& enforcement = {});
 
+  // The node's ResourceSlices (docs/dra.md), from `slices` (host/dra/slices.h): applied where a
+  // slice's devices changed, each change at a higher pool generation, owned by the Node; the
+  // first call also deletes this driver's slices of the node that `slices` no longer has (a
+  // manufacturer gone since the last life), later calls those it published before.
+  Status PublishResourceSlices(std::vector<nlohmann::json> slices);
+
  private:
   kube::Client& client_;
   const std::string node_name_;
   std::string node_uid_;
   nlohmann::json last_spec_, last_status_, last_labels_;
   bool published_ = false;
+  Status ReadNodeUid();
+  std::map<std::string, nlohmann::json> last_slices_;  // by name: the spec applied, generation 0
+  bool slices_swept_ = false;
+  int64_t slice_generation_ = 0;
 };
 
 }  // namespace gpustack::node

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
+#include "host/dra/claims.h"
 #include "host/ledger/views.h"
 
 namespace gpustack::node {
@@ -59,11 +61,17 @@ std::vector<ServedResource> ResourcesOf(const runtime::PluginIdentity& identity,
 std::vector<Token> TokensOf(const ledger::NodeLedger& ledger, const ServedResource& resource) {
   std::vector<Token> tokens;
   const Mode mode = resource.mode;
+  // A card a ResourceClaim holds is the DRA front end's: the kubelet must not offer it to a Pod.
+  std::set<std::string> claimed;
+  for (const auto& [owner, allocation] : ledger.allocations()) {
+    if (!dra::IsClaimOwner(owner)) continue;
+    for (const ledger::Charge& charge : allocation.charges) claimed.insert(charge.accelerator_id);
+  }
   for (const ledger::CardState& card : ledger.cards()) {
     if (card.group->manufacturer != resource.manufacturer) continue;
     const uint32_t count = TokenCount(card, mode);
     const bool other_mode = mode != Mode::kNone && card.mode != Mode::kNone && card.mode != mode;
-    const bool healthy = !card.card->unhealthy && !other_mode;
+    const bool healthy = !card.card->unhealthy && !other_mode && !claimed.contains(card.card->id);
     for (uint32_t n = 0; n < count; ++n) {
       tokens.push_back({TokenId(card.group->id, card.card->index, n), card.card->id,
                         resource.visibility() || healthy, card.card->topology.numa_affinity});

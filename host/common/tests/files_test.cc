@@ -66,6 +66,22 @@ TEST_F(FilesTest, IdentityChangesWhenTheFileDoes) {
   EXPECT_EQ(IdentifyFile(dir_ / "missing").code(), Code::kNotFound);
 }
 
+TEST_F(FilesTest, AnAtomicWriteReplacesTheWholeFileWithTheModeAskedFor) {
+  const fs::path path = dir_ / "record.json";
+  std::ofstream(path) << "an older, longer content";
+  ::umask(077);
+  ASSERT_TRUE(WriteFileAtomically(path, "new", fs::perms(0644), /*durable=*/true).ok());
+  EXPECT_EQ(*ReadSmallFile(path, 64, "record"), "new");
+  EXPECT_EQ(fs::status(path).permissions(), fs::perms(0644));  // whatever the umask
+  EXPECT_FALSE(fs::exists(dir_ / "record.json.new"));
+  ::umask(022);
+  // Nothing is left behind where it cannot be written.
+  auto failed = WriteFileAtomically(dir_ / "missing" / "x", "y", fs::perms(0600));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().find("missing/x.new"), std::string::npos) << failed.error();
+  EXPECT_FALSE(fs::exists(dir_ / "missing"));
+}
+
 TEST(ResultTest, AFailurePassesBetweenResultTypesWithEveryField) {
   const Result<int> inner = Error{"the apiserver said no", Code::kNotFound, 404, "NotFound"};
   const Result<std::string> outer = inner.failure().WithContext("reading Devices: ");

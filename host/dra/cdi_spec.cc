@@ -1,0 +1,51 @@
+#include "host/dra/cdi_spec.h"
+
+namespace gpustack::dra {
+
+std::string CdiDeviceName(const std::string& claim_uid) {
+  return std::string(kCdiKind) + "=" + claim_uid;
+}
+
+std::string CdiSpecFileName(const std::string& claim_uid) {
+  return "gpustack.ai-claim_" + claim_uid + ".json";
+}
+
+nlohmann::json ClaimCdiSpec(const std::string& claim_uid,
+                            const std::vector<sdk::ContainerEdit>& edits,
+                            std::vector<std::string>* dropped) {
+  using Json = nlohmann::json;
+  Json env = Json::array(), nodes = Json::array(), mounts = Json::array();
+  for (const sdk::ContainerEdit& edit : edits) {
+    switch (edit.kind) {
+      case GPUSTACK_EDIT_ENV:
+        env.push_back(edit.key + "=" + edit.value);
+        break;
+      case GPUSTACK_EDIT_DEVICE_NODE:
+        nodes.push_back(
+            {{"path", edit.container_path.empty() ? edit.host_path : edit.container_path},
+             {"hostPath", edit.host_path},
+             {"permissions", edit.permissions.empty() ? "rw" : edit.permissions}});
+        break;
+      case GPUSTACK_EDIT_MOUNT:
+        mounts.push_back({{"hostPath", edit.host_path},
+                          {"containerPath", edit.container_path},
+                          {"options", {edit.read_only ? "ro" : "rw", "nosuid", "nodev", "bind"}}});
+        break;
+      case GPUSTACK_EDIT_ANNOTATION:
+        if (dropped != nullptr) dropped->push_back("annotation " + edit.key);
+        break;
+      default:  // CDI devices are named beside this one
+        break;
+    }
+  }
+  Json container_edits = Json::object();
+  if (!env.empty()) container_edits["env"] = env;
+  if (!nodes.empty()) container_edits["deviceNodes"] = nodes;
+  if (!mounts.empty()) container_edits["mounts"] = mounts;
+  // 0.5.0: the lowest version with hostPath on device nodes.
+  return {{"cdiVersion", "0.5.0"},
+          {"kind", kCdiKind},
+          {"devices", {{{"name", claim_uid}, {"containerEdits", container_edits}}}}};
+}
+
+}  // namespace gpustack::dra

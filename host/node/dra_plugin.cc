@@ -1,0 +1,310 @@
+#include "host/node/dra_plugin.h"
+
+#include <fmt/ranges.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <set>
+
+#include "host/common/files.h"
+#include "host/common/logging.h"
+#include "host/dra/cdi_spec.h"
+#include "host/dra/slices.h"
+#include "host/node/device_plugin.h"
+#include "proto/dra.grpc.pb.h"
+#include "proto/pluginregistration.grpc.pb.h"
+
+namespace gpustack::node {
+
+namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+
+namespace {
+
+constexpr size_t kRecordLimit = 16 << 20;
+// The gRPC service this driver implements, as the registration names it.
+constexpr const char* kDraService = "v1.DRAPlugin";
+
+dra::ClaimRef RefOf(const drapb::Claim& claim) {
+  return {claim.namespace_(), claim.name(), claim.uid()};
+}
+
+}  // namespace
+
+// Both services on one server, listening on both sockets: one set of pollers for the driver.
+struct DraFrontEnd::Services {
+  class Plugin final : public drapb::DRAPlugin::Service {
+   public:
+    explicit Plugin(DraFrontEnd& front) : front_(front) {}
+    grpc::Status NodePrepareResources(grpc::ServerContext*,
+                                      const drapb::NodePrepareResourcesRequest* request,
+                                      drapb::NodePrepareResourcesResponse* out) override {
+      for (const drapb::Claim& claim : request->claims()) {
+        const PrepareOutcome outcome = front_.Prepare(RefOf(claim));
+        drapb::NodePrepareResourceResponse& answer = (*out->mutable_claims())[claim.uid()];
+        if (!outcome.error.empty()) {
+          answer.set_error(outcome.error);
+          continue;
+        }
+        for (size_t i = 0; i < outcome.devices.size(); ++i) {
+          const dra::AllocatedDevice& d = outcome.devices[i];
+          drapb::Device* device = answer.add_devices();
+          device->add_request_names(d.request);
+          device->set_pool_name(d.pool);
+          device->set_device_name(d.device);
+          for (const std::string& id : outcome.cdi_devices[i]) device->add_cdi_device_ids(id);
+        }
+      }
+      return grpc::Status::OK;
+    }
+    grpc::Status NodeUnprepareResources(grpc::ServerContext*,
+                                        const drapb::NodeUnprepareResourcesRequest* request,
+                                        drapb::NodeUnprepareResourcesResponse* out) override {
+      for (const drapb::Claim& claim : request->claims()) {
+        (*out->mutable_claims())[claim.uid()].set_error(front_.Unprepare(RefOf(claim)));
+      }
+      return grpc::Status::OK;
+    }
+
+   private:
+    DraFrontEnd& front_;
+  };
+
+  class Registration final : public pluginregistration::Registration::Service {
+   public:
+    explicit Registration(DraFrontEnd& front) : front_(front) {}
+    grpc::Status GetInfo(grpc::ServerContext*, const pluginregistration::InfoRequest*,
+                         pluginregistration::PluginInfo* out) override {
+      out->set_type("DRAPlugin");
+      out->set_name(dra::kDriverName);
+      out->set_endpoint(front_.socket_path().string());
+      out->add_supported_versions(kDraService);
+      return grpc::Status::OK;
+    }
+    grpc::Status NotifyRegistrationStatus(
+        grpc::ServerContext*, const pluginregistration::RegistrationStatus* status,
+        pluginregistration::RegistrationStatusResponse*) override {
+      front_.set_registered(status->plugin_registered());
+      if (status->plugin_registered()) {
+        Logger("dra")->info("the kubelet registered DRA driver {}", dra::kDriverName);
+      } else {
+        Logger("dra")->error("the kubelet refused DRA driver {}: {}", dra::kDriverName,
+                             status->error());
+      }
+      return grpc::Status::OK;
+    }
+
+   private:
+    DraFrontEnd& front_;
+  };
+
+  explicit Services(DraFrontEnd& front) : plugin(front), registration(front) {}
+  Plugin plugin;
+  Registration registration;
+};
+
+DraFrontEnd::DraFrontEnd(runtime::NodeRuntime& runtime, Allocator& allocator,
+                         ClaimReader read_claim, std::string node_name, DraOptions options)
+    : runtime_(runtime),
+      allocator_(allocator),
+      read_claim_(std::move(read_claim)),
+      node_name_(std::move(node_name)),
+      options_(std::move(options)) {}
+
+DraFrontEnd::~DraFrontEnd() { Stop(); }
+
+std::filesystem::path DraFrontEnd::socket_path() const {
+  return options_.plugins_dir / dra::kDriverName / "dra.sock";
+}
+
+std::filesystem::path DraFrontEnd::registration_socket_path() const {
+  return options_.registry_dir / (std::string(dra::kDriverName) + "-reg.sock");
+}
+
+size_t DraFrontEnd::prepared_claims() const {
+  std::lock_guard lock(mutex_);
+  return claims_.size();
+}
+
+Result<size_t> DraFrontEnd::Restore() {
+  std::lock_guard lock(mutex_);
+  auto log = Logger("dra");
+  auto text = ReadSmallFile(options_.record, kRecordLimit, "record of prepared claims");
+  if (!text && text.code() != Code::kNotFound) return text.failure();
+  if (text) {
+    std::vector<std::string> problems;
+    auto read = dra::ReadRecord(*text, &problems);
+    if (!read) {
+      return Error{"the record of prepared claims " + options_.record.string() +
+                       " cannot be read: " + read.error(),
+                   Code::kDataLoss};
+    }
+    for (const std::string& problem : problems) log->error("not restored: {}", problem);
+    claims_ = std::move(*read);
+  }
+  size_t restored = 0;
+  for (const auto& [uid, claim] : claims_) {
+    if (Status s = allocator_.RestoreClaim(claim.allocation); !s) {
+      // Kept, so the kubelet's unprepare still ends it; its card is not charged meanwhile.
+      log->error("claim {} ({}): its recorded allocation no longer fits: {}", claim.ref.Key(), uid,
+                 s.error());
+      continue;
+    }
+    ++restored;
+  }
+  // A crash between a spec and the record leaves a spec nobody will remove.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.cdi_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "gpustack.ai-claim_";
+    if (!name.starts_with(prefix) || !name.ends_with(".json")) continue;
+    const std::string uid = name.substr(prefix.size(), name.size() - prefix.size() - 5);
+    if (!claims_.contains(uid)) std::filesystem::remove(entry.path(), ec);
+  }
+  return restored;
+}
+
+Status DraFrontEnd::Start() {
+  std::error_code ec;
+  std::filesystem::create_directories(socket_path().parent_path(), ec);
+  std::filesystem::create_directories(options_.registry_dir, ec);
+  std::filesystem::create_directories(options_.cdi_dir, ec);
+  for (const auto& socket : {socket_path(), registration_socket_path()}) {
+    std::filesystem::remove(socket, ec);  // a stale one from an earlier life
+  }
+  services_ = std::make_unique<Services>(*this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket_path().string(), grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix://" + registration_socket_path().string(),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&services_->plugin);
+  builder.RegisterService(&services_->registration);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC,
+                              kIdlePollerWaitMs);
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return Error{"cannot serve DRA driver " + std::string(dra::kDriverName) + " on " +
+                 socket_path().string() + " and " + registration_socket_path().string()};
+  }
+  Logger("dra")->info("DRA driver {} serving on {}, registration at {}", dra::kDriverName,
+                      socket_path().string(), registration_socket_path().string());
+  return Ok{};
+}
+
+void DraFrontEnd::Stop() {
+  if (!server_) return;
+  server_->Shutdown();
+  server_.reset();
+  std::error_code ec;
+  // The registration socket first: the kubelet then deregisters the driver.
+  std::filesystem::remove(registration_socket_path(), ec);
+  std::filesystem::remove(socket_path(), ec);
+}
+
+PrepareOutcome DraFrontEnd::OutcomeOf(const dra::PreparedClaim& claim) const {
+  PrepareOutcome outcome;
+  std::set<std::string> requests;
+  for (const dra::AllocatedDevice& d : claim.devices) {
+    outcome.devices.push_back(d);
+    // One CDI device carries the whole claim: named once per request, so a container that uses
+    // one request of the claim gets it, and none gets it twice.
+    outcome.cdi_devices.push_back(requests.insert(d.request).second ? claim.cdi_devices
+                                                                    : std::vector<std::string>{});
+  }
+  return outcome;
+}
+
+Status DraFrontEnd::WriteRecordLocked() {
+  return WriteFileAtomically(options_.record, dra::WriteRecord(claims_),
+                             std::filesystem::perms(0600), /*durable=*/true);
+}
+
+PrepareOutcome DraFrontEnd::Prepare(const dra::ClaimRef& ref) {
+  auto log = Logger("dra");
+  const auto began = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  if (auto it = claims_.find(ref.uid); it != claims_.end()) return OutcomeOf(it->second);
+  auto fail = [&](const std::string& why) {
+    log->warn("prepare of ResourceClaim {} refused: {}", ref.Key(), why);
+    return PrepareOutcome{.devices = {}, .cdi_devices = {}, .error = why};
+  };
+  auto object = read_claim_(ref.ns, ref.name);
+  if (!object) return fail("cannot read ResourceClaim " + ref.Key() + ": " + object.error());
+  auto devices = dra::AllocatedDevices(*object, ref, dra::kDriverName);
+  if (!devices) return fail(devices.error());
+  // The cards the devices stand for, all of one manufacturer (one ledger request).
+  const ledger::DevicesSpec spec =
+      runtime_.WithLedger([](ledger::NodeLedger& ledger) { return ledger.spec(); });
+  std::string manufacturer;
+  std::vector<std::string> cards;
+  for (const dra::AllocatedDevice& d : *devices) {
+    auto pool_of = dra::ManufacturerOfPool(node_name_, d.pool);
+    if (!pool_of) return fail("ResourceClaim " + ref.Key() + ": " + pool_of.error());
+    if (!manufacturer.empty() && *pool_of != manufacturer) {
+      return fail("ResourceClaim " + ref.Key() + " holds cards of " + manufacturer + " and " +
+                  *pool_of + ": one claim is served one manufacturer's cards");
+    }
+    manufacturer = *pool_of;
+    auto card = dra::CardOfDevice(spec, manufacturer, d.device);
+    if (!card) return fail("ResourceClaim " + ref.Key() + ": " + card.error());
+    if (std::find(cards.begin(), cards.end(), (*card)->id) == cards.end())
+      cards.push_back((*card)->id);
+  }
+  const ledger::Owner owner = dra::ClaimOwner(ref.uid);
+  auto grant = allocator_.GrantClaim(owner, manufacturer, cards);
+  if (!grant) return fail("ResourceClaim " + ref.Key() + ": " + grant.error());
+  // The container edits as a CDI spec, and any CDI device the plugin names itself.
+  std::vector<std::string> dropped;
+  const Json cdi_spec = dra::ClaimCdiSpec(ref.uid, grant->edits, &dropped);
+  for (const std::string& d : dropped) log->warn("claim {}: {} has no CDI form", ref.Key(), d);
+  dra::PreparedClaim prepared{.ref = ref,
+                              .devices = *devices,
+                              .allocation = grant->allocation,
+                              .cdi_devices = {dra::CdiDeviceName(ref.uid)}};
+  for (const sdk::ContainerEdit& e : grant->edits) {
+    if (e.kind == GPUSTACK_EDIT_CDI_DEVICE)
+      prepared.cdi_devices.push_back(e.value.empty() ? e.key : e.value);
+  }
+  const std::filesystem::path spec_file = options_.cdi_dir / dra::CdiSpecFileName(ref.uid);
+  Status written = WriteFileAtomically(spec_file, cdi_spec.dump(2), std::filesystem::perms(0644));
+  if (written) {
+    claims_[ref.uid] = prepared;
+    written = WriteRecordLocked();
+    if (!written) claims_.erase(ref.uid);
+  }
+  if (!written) {
+    // No record, no devices: nothing stays charged that no record names.
+    allocator_.ReleaseClaim(owner);
+    std::error_code ec;
+    std::filesystem::remove(spec_file, ec);
+    return fail("cannot record the preparation: " + written.error());
+  }
+  log->info(
+      "claim {} prepared in {:.1f} ms: {} on {}", ref.Key(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count(),
+      manufacturer, fmt::join(cards, ","));
+  return OutcomeOf(prepared);
+}
+
+std::string DraFrontEnd::Unprepare(const dra::ClaimRef& ref) {
+  std::lock_guard lock(mutex_);
+  auto it = claims_.find(ref.uid);
+  if (it == claims_.end()) return "";  // never prepared here, or already undone
+  dra::PreparedClaim prepared = std::move(it->second);
+  claims_.erase(it);
+  // The record first: a card given back while the record still names the claim would be
+  // charged again at the next start, and never released.
+  if (Status written = WriteRecordLocked(); !written) {
+    claims_[ref.uid] = std::move(prepared);
+    return "cannot record the unprepare of " + ref.Key() + ": " + written.error();
+  }
+  allocator_.ReleaseClaim(dra::ClaimOwner(ref.uid));
+  std::error_code ec;
+  std::filesystem::remove(options_.cdi_dir / dra::CdiSpecFileName(ref.uid), ec);
+  Logger("dra")->info("claim {} unprepared", ref.Key());
+  return "";
+}
+
+}  // namespace gpustack::node
