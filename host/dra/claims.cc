@@ -49,6 +49,13 @@ Result<std::vector<AllocatedDevice>> AllocatedDevices(const Json& claim, const C
                    Code::kInvalidArgument};
     }
     AllocatedDevice device{Text(result, "request"), Text(result, "pool"), Text(result, "device")};
+    device.share_id = Text(result, "shareID");
+    if (auto c = result.find("consumedCapacity"); c != result.end() && c->is_object()) {
+      for (const auto& [capacity, quantity] : c->items()) {
+        device.consumed[capacity] =
+            quantity.is_string() ? quantity.get<std::string>() : quantity.dump();
+      }
+    }
     if (device.request.empty() || device.pool.empty() || device.device.empty()) {
       return Error{
           name + " has an allocation result without request, pool or device: " + result.dump(),
@@ -68,7 +75,10 @@ std::string WriteRecord(const std::map<std::string, PreparedClaim>& claims) {
   for (const auto& [uid, claim] : claims) {
     Json devices = Json::array();
     for (const AllocatedDevice& d : claim.devices) {
-      devices.push_back({{"request", d.request}, {"pool", d.pool}, {"device", d.device}});
+      Json device = {{"request", d.request}, {"pool", d.pool}, {"device", d.device}};
+      if (!d.share_id.empty()) device["shareID"] = d.share_id;
+      if (!d.consumed.empty()) device["consumedCapacity"] = d.consumed;
+      devices.push_back(std::move(device));
     }
     entries[uid] = {{"namespace", claim.ref.ns},
                     {"name", claim.ref.name},
@@ -112,6 +122,11 @@ Result<std::map<std::string, PreparedClaim>> ReadRecord(std::string_view text,
     bool readable = entry.contains("devices") && entry["devices"].is_array();
     for (const Json& d : readable ? entry["devices"] : Json::array()) {
       AllocatedDevice device{Text(d, "request"), Text(d, "pool"), Text(d, "device")};
+      device.share_id = Text(d, "shareID");
+      const Json consumed = d.value("consumedCapacity", Json::object());
+      for (const auto& [capacity, quantity] : consumed.items()) {
+        if (quantity.is_string()) device.consumed[capacity] = quantity.get<std::string>();
+      }
       readable =
           readable && !device.request.empty() && !device.pool.empty() && !device.device.empty();
       claim.devices.push_back(std::move(device));

@@ -34,6 +34,10 @@ struct AllocatedDevice {
   std::string request;  // the claim's request name ("gpu", "gpus/a" in a prioritized list)
   std::string pool;
   std::string device;
+  // A share of a device allocated more than once (consumable capacity): its id, and what it
+  // consumes of each capacity as the scheduler wrote it ("memory": "3276Mi", "cores": "40").
+  std::string share_id = {};
+  std::map<std::string, std::string> consumed = {};
   bool operator==(const AllocatedDevice&) const = default;
 };
 

@@ -688,9 +688,9 @@ void Allocator::DestroyPartitions(const ledger::Allocation& allocation) {
 
 Result<Allocator::ClaimGrant> Allocator::GrantClaim(const ledger::Owner& owner,
                                                     const std::string& manufacturer,
-                                                    const std::vector<std::string>& cards) {
+                                                    ledger::Request request,
+                                                    uint64_t card_memory_mib) {
   std::unique_lock lock(mutex_);
-  ledger::Request request;
   request.manufacturer = manufacturer;
   for (const ledger::ResourceKind& kind : kinds_) {
     if (kind.manufacturer == manufacturer) request.base = kind.base;
@@ -699,16 +699,12 @@ Result<Allocator::ClaimGrant> Allocator::GrantClaim(const ledger::Owner& owner,
     return Error{"no running plugin serves " + manufacturer + " cards on this node",
                  Code::kFailedPrecondition};
   }
-  request.mode = Mode::kExclusive;
-  request.count = static_cast<uint32_t>(cards.size());
-  request.cards = cards;
   bool fresh = false;
   auto reserved =
       runtime_.WithLedger([&](ledger::NodeLedger& ledger) -> Result<ledger::Allocation> {
         if (auto held = ledger.allocations().find(owner); held != ledger.allocations().end()) {
-          std::set<std::string> holds, asked(cards.begin(), cards.end());
-          for (const ledger::Charge& charge : held->second.charges)
-            holds.insert(charge.accelerator_id);
+          std::set<std::string> holds, asked(request.cards.begin(), request.cards.end());
+          for (const ledger::Charge& c : held->second.charges) holds.insert(c.accelerator_id);
           if (holds != asked) {
             return Error{"already holds other cards than those it asks for now",
                          Code::kFailedPrecondition};
@@ -719,15 +715,20 @@ Result<Allocator::ClaimGrant> Allocator::GrantClaim(const ledger::Owner& owner,
         return ledger.Reserve(owner, request);
       });
   if (!reserved) return Error{reserved.error(), Code::kFailedPrecondition};
-  auto backend = runtime_.BackendFor(manufacturer);
-  auto edits = backend ? (*backend)->Grant({.pod_uid = owner.pod_uid,
-                                            .container_name = owner.container,
-                                            .mode = runtime::ToGrantMode(Mode::kExclusive),
-                                            .accelerator_ids = cards})
-                       : Result<std::vector<sdk::ContainerEdit>>(backend.failure());
+  // The grant (and a partition) as for a Pod's container; the resource only names the plugin.
+  const ServedResource resource{.name = request.base,
+                                .manufacturer = manufacturer,
+                                .base = request.base,
+                                .partition_kind = {},
+                                .mode = request.mode};
+  auto edits = GrantReserved(resource, {.pod = nullptr,
+                                        .owner = owner,
+                                        .request = request,
+                                        .allocation = *reserved,
+                                        .card_memory_mib = card_memory_mib});
   if (!edits) {
     if (fresh) GiveBack(owner);
-    return Error{manufacturer + " plugin refused the grant: " + edits.error(), Code::kInternal};
+    return edits.failure();
   }
   lock.unlock();
   if (fresh && on_change_) on_change_();
@@ -736,8 +737,15 @@ Result<Allocator::ClaimGrant> Allocator::GrantClaim(const ledger::Owner& owner,
 
 bool Allocator::ReleaseClaim(const ledger::Owner& owner) {
   std::unique_lock lock(mutex_);
-  const bool released =
-      runtime_.WithLedger([&](ledger::NodeLedger& ledger) { return ledger.Release(owner); });
+  std::optional<ledger::Allocation> held;
+  runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
+    if (auto it = ledger.allocations().find(owner); it != ledger.allocations().end()) {
+      held = it->second;
+      ledger.Release(owner);
+    }
+  });
+  const bool released = held.has_value();
+  if (held) DestroyPartitions(*held);
   lock.unlock();
   if (released && on_change_) on_change_();
   return released;

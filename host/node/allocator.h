@@ -111,17 +111,18 @@ class Allocator {
   // Releases what the Pods with these uids held: the apiserver said they were deleted.
   bool ReleaseDeleted(const std::set<std::string>& pod_uids);
 
-  // The DRA front end (dra_plugin.h): a ResourceClaim's whole cards, charged to its owner
-  // (dra::ClaimOwner) under the mutex every Allocate takes, and the plugin's grant for them.
-  // Idempotent: an owner already holding exactly these cards gets its allocation again. A card
-  // taken meanwhile (by a device-plugin Pod, or held in another mode) is FAILED_PRECONDITION
-  // with the ledger's reason; nothing stays charged when the grant fails.
+  // The DRA front end (dra_plugin.h): what a ResourceClaim holds (whole cards, or one slice of a
+  // card; `request` as dra::LedgerRequestFor builds it), charged to its owner (dra::ClaimOwner)
+  // under the mutex every Allocate takes, and the plugin's grant for it. Idempotent: an owner
+  // already holding exactly these cards gets its allocation again. A card taken meanwhile (by a
+  // device-plugin Pod, or held in another mode) is FAILED_PRECONDITION with the ledger's reason;
+  // nothing stays charged when the grant fails.
   struct ClaimGrant {
     ledger::Allocation allocation;
     std::vector<sdk::ContainerEdit> edits;
   };
   Result<ClaimGrant> GrantClaim(const ledger::Owner& owner, const std::string& manufacturer,
-                                const std::vector<std::string>& cards);
+                                ledger::Request request, uint64_t card_memory_mib);
   // Gives back what a claim holds; false when it holds nothing.
   bool ReleaseClaim(const ledger::Owner& owner);
   // Adopts a claim's recorded allocation after a restart, before the kubelet is served; refused

@@ -511,8 +511,8 @@ class Daemon {
     if (published && dra_ != nullptr) {
       // The ledger's own spec, so the cards offered and the cards held are of one moment.
       std::vector<Json> slices = runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
-        return dra::ResourceSlices(options_.node_name, ledger.spec(), dra::CardsHeldByPods(ledger),
-                                   0);
+        return dra::ResourceSlices(options_.node_name, ledger.spec(), dra::HeldByPodsOf(ledger), 0,
+                                   publisher_.partitions_served());
       });
       published = publisher_.PublishResourceSlices(std::move(slices));
     }

@@ -234,26 +234,14 @@ PrepareOutcome DraFrontEnd::Prepare(const dra::ClaimRef& ref) {
   if (!object) return fail("cannot read ResourceClaim " + ref.Key() + ": " + object.error());
   auto devices = dra::AllocatedDevices(*object, ref, dra::kDriverName);
   if (!devices) return fail(devices.error());
-  // The cards the devices stand for, all of one manufacturer (one ledger request).
+  // What the devices ask of the ledger: whole cards, or one slice of one card.
   const ledger::DevicesSpec spec =
       runtime_.WithLedger([](ledger::NodeLedger& ledger) { return ledger.spec(); });
-  std::string manufacturer;
-  std::vector<std::string> cards;
-  for (const dra::AllocatedDevice& d : *devices) {
-    auto pool_of = dra::ManufacturerOfPool(node_name_, d.pool);
-    if (!pool_of) return fail("ResourceClaim " + ref.Key() + ": " + pool_of.error());
-    if (!manufacturer.empty() && *pool_of != manufacturer) {
-      return fail("ResourceClaim " + ref.Key() + " holds cards of " + manufacturer + " and " +
-                  *pool_of + ": one claim is served one manufacturer's cards");
-    }
-    manufacturer = *pool_of;
-    auto card = dra::CardOfDevice(spec, manufacturer, d.device);
-    if (!card) return fail("ResourceClaim " + ref.Key() + ": " + card.error());
-    if (std::find(cards.begin(), cards.end(), (*card)->id) == cards.end())
-      cards.push_back((*card)->id);
-  }
+  auto asked = dra::LedgerRequestFor(*devices, spec, node_name_, ref);
+  if (!asked) return fail(asked.error());
   const ledger::Owner owner = dra::ClaimOwner(ref.uid);
-  auto grant = allocator_.GrantClaim(owner, manufacturer, cards);
+  auto grant =
+      allocator_.GrantClaim(owner, asked->manufacturer, asked->request, asked->card_memory_mib);
   if (!grant) return fail("ResourceClaim " + ref.Key() + ": " + grant.error());
   // The container edits as a CDI spec, and any CDI device the plugin names itself.
   std::vector<std::string> dropped;
@@ -282,9 +270,10 @@ PrepareOutcome DraFrontEnd::Prepare(const dra::ClaimRef& ref) {
     return fail("cannot record the preparation: " + written.error());
   }
   log->info(
-      "claim {} prepared in {:.1f} ms: {} on {}", ref.Key(),
+      "claim {} prepared in {:.1f} ms: {} {} on {}", ref.Key(),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count(),
-      manufacturer, fmt::join(cards, ","));
+      asked->manufacturer, ledger::ModeKey(asked->request.mode),
+      fmt::join(asked->request.cards, ","));
   return OutcomeOf(prepared);
 }
 

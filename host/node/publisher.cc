@@ -186,17 +186,39 @@ Status Publisher::PublishResourceSlices(std::vector<Json> slices) {
     }
     it = last_slices_.erase(it);
   }
-  for (Json& slice : slices) {
-    const std::string name = slice["metadata"]["name"];
-    auto last = last_slices_.find(name);
-    if (last != last_slices_.end() && last->second == slice) continue;
-    Json applied_form = slice;
-    slice["spec"]["pool"]["generation"] = ++slice_generation_;
-    slice["metadata"]["ownerReferences"] = Json::array(
-        {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name_}, {"uid", node_uid_}}});
-    auto applied = client_.Apply(kube::resources::ResourceSlices(), slice, {kFieldManager, true});
-    if (!applied) return Error{"cannot apply ResourceSlice " + name + ": " + applied.error()};
-    last_slices_[name] = std::move(applied_form);
+  // A pool is read whole at its highest generation: when any of its slices changes, every slice
+  // of the pool is applied again at one new generation.
+  std::map<std::string, std::vector<Json*>> pools;
+  for (Json& slice : slices) pools[slice["spec"]["pool"]["name"]].push_back(&slice);
+  for (auto& [pool, members] : pools) {
+    const bool changed = std::any_of(members.begin(), members.end(), [&](const Json* slice) {
+      auto last = last_slices_.find((*slice)["metadata"]["name"]);
+      return last == last_slices_.end() || last->second != *slice;
+    });
+    if (!changed) continue;
+    const int64_t generation = ++slice_generation_;
+    for (Json* slice : members) {
+      const std::string name = (*slice)["metadata"]["name"];
+      Json applied_form = *slice;
+      (*slice)["spec"]["pool"]["generation"] = generation;
+      (*slice)["metadata"]["ownerReferences"] = Json::array(
+          {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name_}, {"uid", node_uid_}}});
+      auto applied =
+          client_.Apply(kube::resources::ResourceSlices(), *slice, {kFieldManager, true});
+      if (!applied) {
+        last_slices_.erase(name);  // applied again next time, with the rest of its pool
+        return Error{"cannot apply ResourceSlice " + name + ": " + applied.error()};
+      }
+      last_slices_[name] = applied_form;  // applied: deleted when no longer published
+      if (applied_form["spec"].contains("sharedCounters") &&
+          !(*applied)["spec"].contains("sharedCounters")) {
+        partitions_served_ = false;
+        return Error{
+            "the apiserver drops ResourceSlices' sharedCounters (its "
+            "DRAPartitionableDevices feature gate is off): partitions are left out of "
+            "the slices, whole cards stay"};
+      }
+    }
   }
   return Ok{};
 }

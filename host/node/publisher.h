@@ -39,11 +39,15 @@ class Publisher {
   Status Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
                  const std::vector<enforcement::State>& enforcement = {});
 
-  // The node's ResourceSlices (docs/dra.md), from `slices` (host/dra/slices.h): applied where a
-  // slice's devices changed, each change at a higher pool generation, owned by the Node; the
-  // first call also deletes this driver's slices of the node that `slices` no longer has (a
-  // manufacturer gone since the last life), later calls those it published before.
+  // The node's ResourceSlices (docs/dra.md), from `slices` (host/dra/slices.h), owned by the
+  // Node: a pool any of whose slices changed is applied whole at a new generation (the
+  // scheduler reads a pool at its highest generation only); the first call also deletes this
+  // driver's slices of the node that `slices` no longer has (a manufacturer gone since the last
+  // life), later calls those it published before.
   Status PublishResourceSlices(std::vector<nlohmann::json> slices);
+  // False once the apiserver dropped a slice's sharedCounters (DRAPartitionableDevices off):
+  // partitions are then left out, or the scheduler would allocate overlapping ones.
+  bool partitions_served() const { return partitions_served_; }
 
  private:
   kube::Client& client_;
@@ -55,6 +59,7 @@ class Publisher {
   std::map<std::string, nlohmann::json> last_slices_;  // by name: the spec applied, generation 0
   bool slices_swept_ = false;
   int64_t slice_generation_ = 0;
+  bool partitions_served_ = true;
 };
 
 }  // namespace gpustack::node

@@ -184,6 +184,11 @@ protectKernelDefaults: false
 resolvConf: /etc/resolv.conf
 address: $ip
 EOF
+  # The testbed's feature gates (testbed.sh --feature-gates), as the kubelet's config spells them.
+  if [ -n "${FEATURE_GATES:-}" ]; then
+    echo "featureGates:" >>"$node/kubelet.yaml"
+    tr ',' '\n' <<<"$FEATURE_GATES" | sed 's/^\(.*\)=\(.*\)$/  \1: \2/' >>"$node/kubelet.yaml"
+  fi
   start_kubelet "$ip"
   start_proxy "$ip"
   echo "$node_name"

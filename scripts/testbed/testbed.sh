@@ -7,6 +7,7 @@
 #
 #   testbed.sh up --dir D [--scheduler] [--controller-manager] [--kwok-nodes N]
 #                 [--node-fixture F] [--kueue] [--helm] [--kubelet] [--all] [--apiserver-arg ARG]...
+#                 [--feature-gates A=true,B=true]  (apiserver, scheduler, controller-manager, kubelet)
 #                                                         prints D/kubeconfig once healthy
 #   testbed.sh down --dir D [--logs-to L]                   stops everything, removes D
 #                                                         (keeping the logs in L if given)
@@ -197,14 +198,16 @@ define_core() {
     --requestheader-group-headers X-Remote-Group --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$dir/pki/front-proxy-client.crt" \
     --proxy-client-key-file "$dir/pki/front-proxy-client.key" --enable-aggregator-routing=true \
-    --enable-priority-and-fairness=false --v=0 "${APISERVER_ARGS[@]}"
+    --enable-priority-and-fairness=false --v=0 ${FEATURE_GATES:+--feature-gates "$FEATURE_GATES"} \
+    "${APISERVER_ARGS[@]}"
 }
 
 define_optional() {
   if [ "$WITH_SCHEDULER" = 1 ]; then
     define kube-scheduler "$KUBE_BIN/kube-scheduler" --kubeconfig "$dir/kubeconfig" \
       --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" \
-      --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig"
+      --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
+      ${FEATURE_GATES:+--feature-gates "$FEATURE_GATES"}
   fi
   if [ "$WITH_KCM" = 1 ]; then
     define kube-controller-manager "$KUBE_BIN/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
@@ -212,7 +215,8 @@ define_optional() {
       --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
       --authorization-always-allow-paths /healthz,/readyz,/livez,/metrics \
       --root-ca-file "$dir/pki/ca.crt" --service-account-private-key-file "$dir/pki/sa.key" \
-      --use-service-account-credentials=false --controllers '*,-nodeipam'
+      --use-service-account-credentials=false --controllers '*,-nodeipam' \
+      ${FEATURE_GATES:+--feature-gates "$FEATURE_GATES"}
   fi
   if [ "$KWOK_NODES" -gt 0 ]; then
     local stages=$KWOK_BIN/../share/kwok
@@ -354,7 +358,7 @@ cmd_up() {
   local v
   for v in ETCD_BIN KUBE_BIN KWOK_BIN KUEUE_BIN HELM_BIN KUBE_PROXY_BIN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT \
     SCHEDULER_PORT KCM_PORT KWOK_PORT KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT KUEUE_METRICS_PORT \
-    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM WITH_KUBELET; do
+    WITH_SCHEDULER WITH_KCM KWOK_NODES WITH_KUEUE WITH_HELM WITH_KUBELET FEATURE_GATES; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$dir/env"
   printf 'KUBECONFIG=%q\n' "$dir/kubeconfig" >>"$dir/env"
@@ -433,7 +437,7 @@ command=$1
 shift
 LOGS_TO="" WITH_KUBELET=0
 dir="" WITH_SCHEDULER=0 WITH_KCM=0 KWOK_NODES=0 WITH_KUEUE=0 WITH_HELM=0 NODE_FIXTURE="" component=""
-APISERVER_ARGS=()
+APISERVER_ARGS=() FEATURE_GATES=""
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) dir=$2; shift ;;
@@ -447,6 +451,7 @@ while [ $# -gt 0 ]; do
     --logs-to) LOGS_TO=$2; shift ;;
     --apiserver-arg) APISERVER_ARGS+=("$2"); shift ;;
     --apiserver-arg=*) APISERVER_ARGS+=("${1#--apiserver-arg=}") ;;
+    --feature-gates) FEATURE_GATES=$2; shift ;;
     --all) WITH_SCHEDULER=1 WITH_KCM=1 WITH_KUEUE=1 WITH_HELM=1; [ "$KWOK_NODES" -gt 0 ] || KWOK_NODES=2 ;;
     -h | --help) usage ;;
     -*) die "unknown flag $1" ;;

@@ -3,8 +3,9 @@
 
 A real-node testbed whose node runs containerd 2 with CDI, the real scheduler and the
 controller-manager (its ResourceClaim controller), and `device-manager serve --dra` on the 4×T4
-fixture's fake NVML, as a process on the node (as node-e2e runs it). The chart's DeviceClasses
-come from `helm template`. Checked:
+fixture's fake NVML, as a process on the node (as node-e2e runs it); the alpha gates
+DRAConsumableCapacity and DRAPartitionableDevices are on. The chart's DeviceClasses come from
+`helm template`. Checked:
 
   - the kubelet registers the driver; the node's ResourceSlice lists the four cards;
   - a claim for one T4 is allocated by the scheduler, prepared, and reaches the container as a
@@ -15,7 +16,12 @@ come from `helm template`. Checked:
     deletions, every card held by at most one of them after each step;
   - kill -9 of the daemon right after a prepare: the record restores the claim, the Pod runs on
     the card it was prepared, nothing is charged twice, the unprepare frees it;
-  - an XID on a card takes it out of the slice; discovery brings it back.
+  - an XID on a card takes it out of the slice; discovery brings it back;
+  - two claims for 20 % of a T4's memory at 40 % of its compute share one card, each container
+    with CUDA_DEVICE_MEMORY_LIMIT_0 and CUDA_DEVICE_SM_LIMIT of its share; a whole-card claim
+    on that card then waits;
+  - on the 8×H100 fixture, a 1g.10gb claim gets a MIG partition made at prepare and destroyed
+    at unprepare.
 """
 import json
 import os
@@ -52,33 +58,34 @@ def get(*args):
 
 
 class Daemon:
-    """`device-manager serve --dra` on the testbed node, on the fixture's fake hardware."""
+    """`device-manager serve --dra` on the testbed node, on a fixture's fake hardware."""
 
-    def __init__(self):
-        os.makedirs(WORK, exist_ok=True)
-        self.log_path = os.path.join(WORK, "daemon.log")
-        self.events = os.path.join(WORK, "nvml-events")
+    def __init__(self, fixture=FIXTURE):
+        work = os.path.join(WORK, fixture)
+        os.makedirs(work, exist_ok=True)
+        self.log_path = os.path.join(work, "daemon.log")
+        self.events = os.path.join(work, "nvml-events")
         self.process = None
         open(self.log_path, "w").close()
         open(self.events, "w").close()
-        config = os.path.join(WORK, "node-config.json")
+        config = os.path.join(work, "node-config.json")
         with open(config, "w") as f:
-            json.dump({"plugins": {"nvidia": {"config": {"state_dir": WORK + "/nvidia"}}}}, f)
+            json.dump({"plugins": {"nvidia": {"config": {"state_dir": work + "/nvidia"}}}}, f)
         self.args = [BINARY, "--log-level", "info", "device-manager", "serve",
                      "--node-name", NODE,
-                     "--sysfs-root", os.path.join(BUILD, "fixtures/nodes", FIXTURE, "sys"),
+                     "--sysfs-root", os.path.join(BUILD, "fixtures/nodes", fixture, "sys"),
                      "--pod-resources-socket",
                      os.path.join(testbed.DIR, "node/kubelet/pod-resources/kubelet.sock"),
                      "--node-config", config, "--secure-port", "0",
-                     "--state-dir", os.path.join(WORK, "state"), "--discover-period", "20",
+                     "--state-dir", os.path.join(work, "state"), "--discover-period", "20",
                      "--dra", "--kubelet-dir", os.path.join(testbed.DIR, "node/kubelet")]
         vendor = os.path.join(BUILD, "tests/fakes/vendor")
         self.env = {"GPUSTACK_FAKE_FIXTURE": os.path.join(REPO, "tests/fixtures/nodes",
-                                                          FIXTURE + ".json"),
+                                                          fixture + ".json"),
                     "GPUSTACK_NVIDIA_LIBRARY": os.path.join(vendor, "libnvidia-ml.so.1"),
                     "GPUSTACK_FAKE_NVML_EVENTS": self.events,
-                    "GPUSTACK_STATE_DIR": os.path.join(WORK, "state"),
-                    "GPUSTACK_DATA_DIR": os.path.join(WORK, "data"),
+                    "GPUSTACK_STATE_DIR": os.path.join(work, "state"),
+                    "GPUSTACK_DATA_DIR": os.path.join(work, "data"),
                     "KUBECONFIG": testbed.KUBECONFIG, "PATH": "/usr/bin:/bin"}
 
     def start(self):
@@ -98,18 +105,25 @@ class Daemon:
             return f.read()
 
 
-def claim(name):
+def claim(name, device_class="nvidia.gpustack.ai", capacity=None, selector=None):
+    """A claim for one device of `device_class`; `capacity`: what a share consumes (a slice)."""
+    exactly = {"deviceClassName": device_class}
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": NS},
-            "spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "nvidia.gpustack.ai"}}]}}}
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
 
 
 def pod(name, claim_name=None, gpus=0):
     """A Pod that prints the card it sees: through a claim, or through the device plugin."""
     container = {"name": "main", "image": "docker.io/library/busybox:local",
                  "imagePullPolicy": "Never",
-                 "command": ["sh", "-c", 'echo "visible=$NVIDIA_VISIBLE_DEVICES"; exec sleep 3600']}
+                 "command": ["sh", "-c", 'echo "memory=$CUDA_DEVICE_MEMORY_LIMIT_0"; '
+                             'echo "cores=$CUDA_DEVICE_SM_LIMIT"; '
+                             'echo "visible=$NVIDIA_VISIBLE_DEVICES"; exec sleep 3600']}
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
             "containers": [container]}
     if claim_name:
@@ -126,16 +140,20 @@ def apply(*objects):
                                                    "items": list(objects)}))
 
 
-def visible(name):
-    """The card a running Pod's container printed; None until it did."""
+def printed(name):
+    """What a running Pod's container printed (memory, cores, visible); None until it did."""
     p = get("pod", "-n", NS, name)
     if p["status"].get("phase") != "Running":
         return None
     out = kubectl("logs", "-n", NS, name, check=False).stdout
-    for line in out.splitlines():
-        if line.startswith("visible="):
-            return line[len("visible="):]
-    return None
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return values if "visible" in values else None
+
+
+def visible(name):
+    """The card a running Pod's container printed; None until it did."""
+    values = printed(name)
+    return values["visible"] if values else None
 
 
 def slice_devices():
@@ -327,7 +345,29 @@ class Dra(unittest.TestCase):
         self.assertIn("XID 79", self.daemon.log())
         wait("discovery to bring it back", lambda: slice_devices() == set(UUIDS), 60)
 
-    def test_7_figures(self):
+    def test_7_shares_of_one_card_are_slices_with_their_budgets(self):
+        # 20 % of a T4's memory (floor(16384 MiB x 20 %)) at 40 % of its compute, twice, on card 1.
+        on_card_1 = 'device.attributes["gpustack.ai"].index == 1'
+        share = {"memory": "3276Mi", "cores": "40"}
+        apply(claim("s1", capacity=share, selector=on_card_1), pod("share-1", claim_name="s1"),
+              claim("s2", capacity=share, selector=on_card_1), pod("share-2", claim_name="s2"))
+        first = wait("share-1's budget", lambda: printed("share-1"), 120)
+        second = wait("share-2's budget", lambda: printed("share-2"), 120)
+        say(f"two shares of card 1: {first}, {second}")
+        for values in (first, second):
+            self.assertEqual(values["visible"], UUIDS[1])
+            self.assertEqual(values["memory"], "3276m")
+            self.assertEqual(values["cores"], "40")
+        card = next(a for g in get("devices", NODE)["status"]["groups"]
+                    for a in g["accelerators"] if a["id"] == UUIDS[1])
+        self.assertEqual((card["mode"], card["allocatedSlices"]), (3, 2), card)
+        # The card's remaining room is what the scheduler sees: a whole-card claim on it waits.
+        apply(claim("w1", selector=on_card_1), pod("whole-1", claim_name="w1"))
+        self.assertTrue(wait("the whole card unschedulable", lambda: pending_reason("whole-1"),
+                             60))
+        wait("the device plugin to offer 3 cards", lambda: allocatable_gpus() == 3, 60)
+
+    def test_8_figures(self):
         """Not a check: how long the prepares of this run took, from the daemon's log."""
         times = sorted(float(m) for m in re.findall(r"prepared in ([0-9.]+) ms",
                                                     self.daemon.log()))
@@ -336,6 +376,41 @@ class Dra(unittest.TestCase):
             return times[min(len(times) - 1, int(round(p / 100 * (len(times) - 1))))]
         say(f"NodePrepareResources, {len(times)} claims: p50 {pct(50):.1f} ms, "
             f"p99 {pct(99):.1f} ms, max {times[-1]:.1f} ms")
+
+
+class DraMig(unittest.TestCase):
+    """A MIG partition claimed on the 8×H100 fixture (3 cards in MIG mode): created at prepare,
+    destroyed at unprepare."""
+
+    @classmethod
+    def setUpClass(cls):
+        subprocess.run(["pkill", "-KILL", "-f", f"^{BINARY} .*device-manager serve"], check=False)
+        cls.daemon = Daemon("nvidia-h100x8-mig-mixed").start()
+        cls.addClassCleanup(cls.daemon.stop)
+        wait("the kubelet to register the driver",
+             lambda: "the kubelet registered DRA driver gpustack.ai" in cls.daemon.log(), 60)
+
+    def test_a_1g_10gb_claim_gets_a_partition_made_for_it(self):
+        wait("the partition slices", lambda: any(
+            s["metadata"]["name"] == f"{NODE}-nvidia-card-0.gpustack.ai"
+            for s in get("resourceslices")["items"]), 30)
+        apply(claim("mig", device_class="nvidia-partition.gpustack.ai",
+                    selector='device.attributes["gpustack.ai"].profile == "1g.10gb"'),
+              pod("mig-a", claim_name="mig"))
+        card = wait("mig-a's partition", lambda: visible("mig-a"), 120)
+        device = get("resourceclaim", "-n", NS, "mig")["status"]["allocation"]["devices"][
+            "results"][0]["device"]
+        say(f"claim mig: {device}, the container sees {card}")
+        self.assertTrue(card.startswith("MIG-"), card)
+        self.assertIn("1g-10gb", device)
+        profiles = [p for g in get("devices", NODE)["status"]["groups"] for a in g["accelerators"]
+                    for p in a.get("allocatedProfiles", [])]
+        self.assertEqual(profiles, [{"name": "1g.10gb", "count": 1}])
+        delete("mig-a")
+        wait("the partition destroyed", lambda: f"destroyed partition {card}" in self.daemon.log(),
+             60)
+        wait("the ledger free", lambda: not held_cards(), 30)
+        delete_claims("mig")
 
 
 if __name__ == "__main__":

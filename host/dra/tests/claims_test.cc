@@ -57,8 +57,11 @@ PreparedClaim Prepared(const std::string& uid, const std::string& card) {
   charge.mode = ledger::Mode::kExclusive;
   charge.credits = ledger::kCardCredits;
   allocation.charges.push_back(charge);
+  AllocatedDevice device{"gpu", "n/nvidia", "card-0"};
+  device.share_id = "s-" + uid;
+  device.consumed = {{"memory", "1Gi"}};
   return {.ref = {"team-a", "claim-" + uid, uid},
-          .devices = {{"gpu", "n/nvidia", "card-0"}},
+          .devices = {device},
           .allocation = allocation,
           .cdi_devices = {"gpustack.ai/claim=" + uid}};
 }

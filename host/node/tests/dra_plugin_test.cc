@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -19,6 +20,20 @@ namespace fs = std::filesystem;
 using testing::MemoryPods;
 
 constexpr const char* kNode = "test-node";
+
+// A claim holding one share of `device` (consumable capacity), as the scheduler writes it.
+Json ShareClaim(const std::string& uid, const std::string& device, const std::string& memory,
+                const std::string& cores) {
+  Json claim = {{"metadata", {{"namespace", "ns"}, {"name", "claim-" + uid}, {"uid", uid}}}};
+  claim["status"]["allocation"]["devices"]["results"] = {
+      {{"driver", "gpustack.ai"},
+       {"request", "slice"},
+       {"pool", "test-node/acme"},
+       {"device", device},
+       {"shareID", "share-" + uid},
+       {"consumedCapacity", {{"memory", memory}, {"cores", cores}, {"slices", "1"}}}}};
+  return claim;
+}
 
 Json Claim(const std::string& uid, const std::vector<std::string>& devices) {
   Json results = Json::array();
@@ -142,6 +157,32 @@ TEST_F(DraFrontEndTest, PreparesAClaimOnceRecordsItAndGivesItBack) {
   EXPECT_EQ(front_->prepared_claims(), 0u);
 }
 
+TEST_F(DraFrontEndTest, SharesOfOneCardAreSlicesWithTheirBudgets) {
+  claims_.push_back(ShareClaim("s1", "card-0", "4Gi", "40"));
+  claims_.push_back(ShareClaim("s2", "card-0", "8Gi", "50"));
+  claims_.push_back(ShareClaim("s3", "card-0", "8Gi", "10"));  // 4 + 8 + 8 > 16 GiB
+  const PrepareOutcome first = front_->Prepare(Ref("s1"));
+  ASSERT_EQ(first.error, "");
+  ASSERT_EQ(front_->Prepare(Ref("s2")).error, "");
+  std::ifstream spec_file(options_.cdi_dir / "gpustack.ai-claim_s1.json");
+  const Json env = Json::parse(spec_file)["devices"][0]["containerEdits"]["env"];
+  EXPECT_NE(std::find(env.begin(), env.end(), "FAKE_MEMORY_LIMIT_MIB=4096"), env.end()) << env;
+  const PrepareOutcome third = front_->Prepare(Ref("s3"));
+  EXPECT_NE(third.error.find("ns/claim-s3"), std::string::npos) << third.error;
+  runtime_->WithLedger([](ledger::NodeLedger& ledger) {
+    ASSERT_EQ(ledger.allocations().size(), 2u);
+    for (const auto& [owner, allocation] : ledger.allocations())
+      EXPECT_EQ(allocation.charges.at(0).mode, ledger::Mode::kSliced) << owner.pod_uid;
+  });
+  // The device plugin offers the card in no mode while claims hold it.
+  runtime_->WithLedger([&](ledger::NodeLedger& ledger) {
+    for (const Token& t : TokensOf(ledger, served_[ledger::Mode::kSliced]))
+      EXPECT_EQ(t.healthy, t.card_id != "acme-card-0") << t.id;
+  });
+  EXPECT_EQ(front_->Unprepare(Ref("s1")), "");
+  EXPECT_EQ(front_->Prepare(Ref("s3")).error, "");  // room again
+}
+
 TEST_F(DraFrontEndTest, ACardAPodHoldsIsNeverGivenToAClaim) {
   pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
   ASSERT_TRUE(
@@ -154,7 +195,7 @@ TEST_F(DraFrontEndTest, ACardAPodHoldsIsNeverGivenToAClaim) {
   EXPECT_EQ(front_->prepared_claims(), 0u);
   // The slice the node publishes leaves that card out.
   const std::vector<Json> slices = runtime_->WithLedger([](ledger::NodeLedger& ledger) {
-    return dra::ResourceSlices(kNode, ledger.spec(), dra::CardsHeldByPods(ledger), 1);
+    return dra::ResourceSlices(kNode, ledger.spec(), dra::HeldByPodsOf(ledger), 1);
   });
   ASSERT_EQ(slices.size(), 1u);
   ASSERT_EQ(slices[0]["spec"]["devices"].size(), 1u);
