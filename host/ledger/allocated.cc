@@ -39,4 +39,37 @@ std::string AllocatedAnnotation(const std::vector<Allocation>& allocations) {
   return record.dump();
 }
 
+std::string ClaimsAnnotation(const std::vector<Allocation>& allocations) {
+  json record = json::array();
+  for (const Allocation& a : allocations) record.push_back(ToJson(a));
+  return record.dump();
+}
+
+Result<std::vector<Allocation>> ClaimsAllocatedOf(const json& devices) {
+  const json* annotations = nullptr;
+  if (devices.is_object() && devices.contains("metadata") && devices["metadata"].is_object()) {
+    auto a = devices["metadata"].find("annotations");
+    if (a != devices["metadata"].end() && a->is_object()) annotations = &*a;
+  }
+  if (annotations == nullptr || !annotations->contains(kClaimsAnnotation))
+    return std::vector<Allocation>{};
+  const json& text = (*annotations)[kClaimsAnnotation];
+  const json record =
+      text.is_string() ? json::parse(text.get<std::string>(), nullptr, false) : json();
+  if (!record.is_array()) {
+    return Error{std::string("its ") + kClaimsAnnotation + " annotation is not a JSON array",
+                 Code::kInvalidArgument};
+  }
+  std::vector<Allocation> out;
+  for (const json& entry : record) {
+    auto allocation = AllocationFromJson(entry);
+    if (!allocation) {
+      return Error{std::string("its ") + kClaimsAnnotation + " annotation: " + allocation.error(),
+                   Code::kInvalidArgument};
+    }
+    out.push_back(std::move(*allocation));
+  }
+  return out;
+}
+
 }  // namespace gpustack::ledger

@@ -37,6 +37,15 @@ Result<std::vector<RecordedAllocation>> AllocatedRecordOf(const nlohmann::json& 
 // The annotation's text for one Pod's allocations.
 std::string AllocatedAnnotation(const std::vector<Allocation>& allocations);
 
+// What ResourceClaims hold on a node (docs/dra.md): its daemon publishes them on its Devices
+// object, a JSON array of allocations whose owners are "claim:<uid>", so that gate 3 counts them
+// beside the Pods' records.
+inline constexpr const char* kClaimsAnnotation = "device.gpustack.ai/claims.allocated";
+std::string ClaimsAnnotation(const std::vector<Allocation>& allocations);
+// The claims' allocations a Devices object carries (none without the annotation); an error when
+// the annotation or an entry cannot be read.
+Result<std::vector<Allocation>> ClaimsAllocatedOf(const nlohmann::json& devices);
+
 }  // namespace gpustack::ledger
 
 #endif  // GPUSTACK_HOST_LEDGER_ALLOCATED_H_

@@ -505,9 +505,13 @@ class Daemon {
   void Publish() {
     board_.Refresh();
     const runtime::NodeReport report = runtime_.Report();
-    const ledger::DevicesStatus status =
-        runtime_.WithLedger([](ledger::NodeLedger& l) { return l.ToStatus(); });
-    Status published = publisher_.Publish(report, status, enforcement_.States());
+    std::vector<ledger::Allocation> claims;
+    const ledger::DevicesStatus status = runtime_.WithLedger([&](ledger::NodeLedger& l) {
+      for (const auto& [owner, allocation] : l.allocations())
+        if (dra::IsClaimOwner(owner)) claims.push_back(allocation);
+      return l.ToStatus();
+    });
+    Status published = publisher_.Publish(report, status, enforcement_.States(), claims);
     if (published && dra_ != nullptr) {
       // The ledger's own spec, so the cards offered and the cards held are of one moment.
       std::vector<Json> slices = runtime_.WithLedger([&](ledger::NodeLedger& ledger) {

@@ -225,16 +225,24 @@ PrepareOutcome DraFrontEnd::Prepare(const dra::ClaimRef& ref) {
   auto log = Logger("dra");
   const auto began = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
-  if (auto it = claims_.find(ref.uid); it != claims_.end()) return OutcomeOf(it->second);
   auto fail = [&](const std::string& why) {
     log->warn("prepare of ResourceClaim {} refused: {}", ref.Key(), why);
     return PrepareOutcome{.devices = {}, .cdi_devices = {}, .error = why};
   };
+  if (auto it = claims_.find(ref.uid); it != claims_.end()) {
+    // Prepared before: the same answer, while the ledger holds it (a record that could not be
+    // restored at start, its cards taken by a Pod, must not be handed out again).
+    if (Status held = allocator_.RestoreClaim(it->second.allocation); !held) {
+      return fail("ResourceClaim " + ref.Key() +
+                  " was prepared, but its cards are not free: " + held.error());
+    }
+    return OutcomeOf(it->second);
+  }
   auto object = read_claim_(ref.ns, ref.name);
   if (!object) return fail("cannot read ResourceClaim " + ref.Key() + ": " + object.error());
   auto devices = dra::AllocatedDevices(*object, ref, dra::kDriverName);
   if (!devices) return fail(devices.error());
-  // What the devices ask of the ledger: whole cards, or one slice of one card.
+  // What the devices ask of the ledger: whole cards, one slice of one card, or one partition.
   const ledger::DevicesSpec spec =
       runtime_.WithLedger([](ledger::NodeLedger& ledger) { return ledger.spec(); });
   auto asked = dra::LedgerRequestFor(*devices, spec, node_name_, ref);

@@ -6,6 +6,7 @@
 
 #include "host/common/logging.h"
 #include "host/dra/slices.h"
+#include "host/ledger/allocated.h"
 #include "host/runtime/devices_spec.h"
 
 namespace gpustack::node {
@@ -85,7 +86,8 @@ Publisher::Publisher(kube::Client& client, std::string node_name)
     : client_(client), node_name_(std::move(node_name)) {}
 
 Status Publisher::Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
-                          const std::vector<enforcement::State>& enforcement) {
+                          const std::vector<enforcement::State>& enforcement,
+                          const std::vector<ledger::Allocation>& claims) {
   if (!report.spec) return Error{"no Devices spec to publish: " + report.spec.error()};
   const ledger::DevicesSpec& spec = *report.spec;
   if (Status read = ReadNodeUid(); !read) return read;
@@ -110,25 +112,30 @@ Status Publisher::Publish(const runtime::NodeReport& report, const ledger::Devic
     return Ok{};
   }
   const Json spec_json = ledger::ToJson(spec);
-  if (!published_ || spec_json != last_spec_) {
+  const std::string claims_text = claims.empty() ? "" : ledger::ClaimsAnnotation(claims);
+  if (!published_ || spec_json != last_spec_ || claims_text != last_claims_) {
     Json device_labels = Json::object();
     for (const auto& [key, value] : labels.items()) {
       if (key.rfind("acceleratable.feature.gpustack.ai/", 0) == 0 && value == "true")
         device_labels[key] = "true";
     }
-    Json object = {{"apiVersion", "worker.gpustack.ai/v1alpha1"},
-                   {"kind", "Devices"},
-                   {"metadata",
-                    {{"name", node_name_},
-                     {"labels", device_labels},
-                     {"ownerReferences", Json::array({{{"apiVersion", "v1"},
-                                                       {"kind", "Node"},
-                                                       {"name", node_name_},
-                                                       {"uid", node_uid_}}})}}},
-                   {"spec", spec_json}};
+    Json object = {
+        {"apiVersion", "worker.gpustack.ai/v1alpha1"},
+        {"kind", "Devices"},
+        {"metadata",
+         {{"name", node_name_},
+          {"labels", device_labels},
+          {"annotations",
+           claims_text.empty() ? Json::object() : Json{{ledger::kClaimsAnnotation, claims_text}}},
+          {"ownerReferences", Json::array({{{"apiVersion", "v1"},
+                                            {"kind", "Node"},
+                                            {"name", node_name_},
+                                            {"uid", node_uid_}}})}}},
+        {"spec", spec_json}};
     auto applied = client_.Apply(kube::resources::Devices(), object, {kFieldManager, true});
     if (!applied) return Error{"cannot apply Devices " + node_name_ + ": " + applied.error()};
     last_spec_ = spec_json;
+    last_claims_ = claims_text;
     published_ = true;
     last_status_ = Json();  // a recreated object has no status
   }
@@ -206,7 +213,7 @@ Status Publisher::PublishResourceSlices(std::vector<Json> slices) {
       auto applied =
           client_.Apply(kube::resources::ResourceSlices(), *slice, {kFieldManager, true});
       if (!applied) {
-        last_slices_.erase(name);  // applied again next time, with the rest of its pool
+        last_slices_[name] = Json();  // unknown: applied again (or deleted) next time
         return Error{"cannot apply ResourceSlice " + name + ": " + applied.error()};
       }
       last_slices_[name] = applied_form;  // applied: deleted when no longer published

@@ -36,8 +36,11 @@ class Publisher {
 
   // Applies the Devices object, its status and the Node's labels where they changed. A node with
   // no accelerator has no Devices object (one published earlier is deleted).
+  // `claims`: what ResourceClaims hold, published as the Devices object's
+  // device.gpustack.ai/claims.allocated annotation for gate 3 (docs/dra.md).
   Status Publish(const runtime::NodeReport& report, const ledger::DevicesStatus& status,
-                 const std::vector<enforcement::State>& enforcement = {});
+                 const std::vector<enforcement::State>& enforcement = {},
+                 const std::vector<ledger::Allocation>& claims = {});
 
   // The node's ResourceSlices (docs/dra.md), from `slices` (host/dra/slices.h), owned by the
   // Node: a pool any of whose slices changed is applied whole at a new generation (the
@@ -54,6 +57,7 @@ class Publisher {
   const std::string node_name_;
   std::string node_uid_;
   nlohmann::json last_spec_, last_status_, last_labels_;
+  std::string last_claims_;
   bool published_ = false;
   Status ReadNodeUid();
   std::map<std::string, nlohmann::json> last_slices_;  // by name: the spec applied, generation 0

@@ -7,6 +7,7 @@
 
 #include "host/common/json_path.h"
 #include "host/kube/quantity.h"
+#include "host/ledger/allocated.h"
 #include "host/ledger/views.h"
 #include "host/node_profile/keys.h"
 
@@ -200,6 +201,12 @@ NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
     Result<ledger::DevicesStatus> published = ledger::DevicesStatus{};
     if (devices->contains("status") && (*devices)["status"].contains("groups"))
       published = ledger::StatusFromJson((*devices)["status"]);
+    // Gate 3 counts the claims' holdings beside the Pods' records; unreadable, nothing is free.
+    if (auto claims = ledger::ClaimsAllocatedOf(*devices); !claims) {
+      published = claims.failure();
+    } else {
+      f.claims = std::move(*claims);
+    }
     auto ledger = published
                       ? ledger::PublishedLedger(f.name, *spec, *published)
                       : Result<std::shared_ptr<const ledger::NodeLedger>>(published.failure());

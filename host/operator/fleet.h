@@ -86,6 +86,7 @@ struct NodeFacts {
   std::map<std::string, std::string> labels;
   std::map<std::string, int64_t> capacity;           // whole-number entries of Node.status.capacity
   std::shared_ptr<const ledger::NodeLedger> ledger;  // null: no (usable) Devices object
+  std::vector<ledger::Allocation> claims;            // what ResourceClaims hold (docs/dra.md)
   std::string devices_problem;  // why a Devices object that exists could not be used
   bool managed = false;         // decided by Fleet from the label and the settings
   bool stamp_managed = false;   // the worker should write gpustack.ai/managed=true

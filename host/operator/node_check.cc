@@ -280,6 +280,11 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
       if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation.owner);
     }
   }
+  // What ResourceClaims hold (docs/dra.md): never handed to a Workload's Pods.
+  for (const ledger::Allocation& claim : facts->claims) {
+    if (Status restored = ledger->Restore(claim); !restored)
+      log->warn("node {}: a ResourceClaim's allocation: {}", node, restored.error());
+  }
   bool over_promised = false;
   for (const std::string& uid : in_flight_by_node_[node]) {
     const std::vector<InFlight>& flights = in_flight_.at(uid);

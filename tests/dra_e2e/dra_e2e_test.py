@@ -279,7 +279,7 @@ class Dra(unittest.TestCase):
     def test_4_random_mixed_requests_never_share_a_card(self):
         rng = random.Random(int(os.environ.get("GPUSTACK_DRA_SEED", "29")))
         live = {}  # pod name -> its claim's name or None
-        for step in range(int(os.environ.get("GPUSTACK_DRA_STEPS", "24"))):
+        for step in range(int(os.environ.get("GPUSTACK_DRA_STEPS", "100"))):
             if live and (len(live) >= 5 or rng.random() < 0.35):
                 name = rng.choice(sorted(live))
                 delete(name)
@@ -349,9 +349,11 @@ class Dra(unittest.TestCase):
         # 20 % of a T4's memory (floor(16384 MiB x 20 %)) at 40 % of its compute, twice, on card 1.
         on_card_1 = 'device.attributes["gpustack.ai"].index == 1'
         share = {"memory": "3276Mi", "cores": "40"}
-        apply(claim("s1", capacity=share, selector=on_card_1), pod("share-1", claim_name="s1"),
-              claim("s2", capacity=share, selector=on_card_1), pod("share-2", claim_name="s2"))
+        # One after the other: the 1.35 scheduler (the gate is alpha) was seen to leave a second
+        # share created in the same instant unschedulable until its periodic retry.
+        apply(claim("s1", capacity=share, selector=on_card_1), pod("share-1", claim_name="s1"))
         first = wait("share-1's budget", lambda: printed("share-1"), 120)
+        apply(claim("s2", capacity=share, selector=on_card_1), pod("share-2", claim_name="s2"))
         second = wait("share-2's budget", lambda: printed("share-2"), 120)
         say(f"two shares of card 1: {first}, {second}")
         for values in (first, second):

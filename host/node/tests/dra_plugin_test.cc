@@ -235,6 +235,25 @@ TEST_F(DraFrontEndTest, ARestartRestoresPreparedClaimsBeforeAnythingIsServed) {
   EXPECT_TRUE(Holders().empty());
 }
 
+TEST_F(DraFrontEndTest, ARecordedClaimWhoseCardAPodTookIsNotHandedOutAgain) {
+  claims_.push_back(Claim("u1", {"card-0"}));
+  ASSERT_EQ(front_->Prepare(Ref("u1")).error, "");
+  Boot();
+  // After the restart, a Pod's record is restored first and holds the claim's card.
+  pods_.Add("p", {{"acme.example.com/accel", "1"}}, "2026-01-01T00:00:00Z");
+  ASSERT_TRUE(
+      allocator_->Allocate(served_[ledger::Mode::kExclusive], Tokens(ledger::Mode::kExclusive, 0)));
+  auto restored = front_->Restore();
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  EXPECT_EQ(*restored, 0u);  // kept in the record, not charged
+  const PrepareOutcome again = front_->Prepare(Ref("u1"));
+  EXPECT_NE(again.error.find("its cards are not free"), std::string::npos) << again.error;
+  EXPECT_TRUE(again.devices.empty());
+  EXPECT_EQ(Holders(), (std::map<std::string, std::string>{{"acme-card-0", "uid-p"}}));
+  EXPECT_EQ(front_->Unprepare(Ref("u1")), "");  // the kubelet can still end it
+  EXPECT_EQ(front_->prepared_claims(), 0u);
+}
+
 TEST_F(DraFrontEndTest, ARecordThatCannotBeReadStopsTheStart) {
   std::ofstream(options_.record) << "{\"version\": 1, \"claims\": [";
   auto restored = front_->Restore();

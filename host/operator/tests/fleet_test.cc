@@ -3,6 +3,8 @@
 // of the fixture nodes.
 #include "host/operator/fleet.h"
 
+#include "host/ledger/allocated.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -393,6 +395,28 @@ TEST(Nodes, ABrokenDevicesObjectIsNamedAndNothingOfItCountsAsFree) {
             "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 0/0 0/0 0/0 0/0 0/0 Active");
   EXPECT_EQ(fleet.RenderInstanceTypeStatus(type, false, "")["status"]["accelerator"]["capacity"],
             1);
+}
+
+TEST(Nodes, WhatResourceClaimsHoldIsReadForGate3) {
+  ledger::Allocation claim{.owner = {"claim:u1", "claim"}, .charges = {}};
+  ledger::Charge whole;
+  whole.accelerator_id = "GPU-a10a0000-1111-2222-3333-000000000000";
+  whole.mode = ledger::Mode::kExclusive;
+  whole.credits = ledger::kCardCredits;
+  claim.charges.push_back(whole);
+  Json devices = Devices("node-x", "nvidia-a10g");
+  devices["metadata"]["annotations"][ledger::kClaimsAnnotation] = ledger::ClaimsAnnotation({claim});
+  NodeFacts facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R32", 4), &devices);
+  EXPECT_EQ(facts.devices_problem, "");
+  ASSERT_EQ(facts.claims.size(), 1u);
+  EXPECT_EQ(facts.claims[0], claim);
+  // An annotation that cannot be read: nothing of the node counts as free.
+  devices["metadata"]["annotations"][ledger::kClaimsAnnotation] = "[{\"podUID\": 1}]";
+  facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R32", 4), &devices);
+  EXPECT_NE(facts.devices_problem.find(ledger::kClaimsAnnotation), std::string::npos)
+      << facts.devices_problem;
+  EXPECT_TRUE(facts.claims.empty());
+  EXPECT_TRUE(facts.ledger->spec().groups.at(0).accelerators.at(0).unhealthy);
 }
 
 TEST(PublishedLedger, StatusRoundTripsWithPartitions) {
