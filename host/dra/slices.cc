@@ -129,22 +129,25 @@ Result<ClaimRequest> LedgerRequestFor(const std::vector<AllocatedDevice>& device
       if (capacity == "memory") memory_mib = static_cast<uint64_t>(*whole_units) >> 20;
       if (capacity == "cores") cores = static_cast<uint32_t>(std::min<int64_t>(*whole_units, 100));
     }
-    if (!memory_mib || (*memory_mib >= group->memory && cores >= 100)) {
+    // No consumed capacity: a device allocated whole (a card that does not slice, or a cluster
+    // without consumable capacity). A capacity the share does not name is the whole of it.
+    const uint64_t memory = memory_mib.value_or(group->memory);
+    if (d.consumed.empty() || (memory >= group->memory && cores >= 100)) {
       if (std::find(whole.begin(), whole.end(), card->id) == whole.end()) whole.push_back(card->id);
       continue;
     }
     if (!card->sliceable()) {
       return fail("it holds a share of " + d.device + ", which is not sliced on this node");
     }
-    if (share || *memory_mib == 0 || cores == 0) {
+    if (share || memory == 0 || cores == 0) {
       return fail(share ? "it holds more than one share: a claim is served one slice of one card"
                         : "its share of " + d.device + " consumes no memory or no cores");
     }
     ledger::Request slice;
     slice.mode = ledger::Mode::kSliced;
-    slice.memory_mib = *memory_mib;
+    slice.memory_mib = memory;
     slice.cores_percentage = cores;
-    slice.units = ledger::SliceUnits(0, *memory_mib, group->memory);
+    slice.units = ledger::SliceUnits(0, memory, group->memory);
     slice.cards = {card->id};
     share = slice;
   }

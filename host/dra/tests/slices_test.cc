@@ -201,6 +201,14 @@ TEST(LedgerRequestFor, AShareIsASliceOfItsCard) {
   EXPECT_EQ(asked->request.cores_percentage, 40u);
   EXPECT_EQ(asked->request.units, 320000);  // 3072 / 15360 of a card
   EXPECT_EQ(asked->request.cards, std::vector<std::string>{"GPU-1"});
+  // A capacity the share does not name is the whole of it: all the memory at 40 % compute.
+  AllocatedDevice cores_only{"gpu", "node-a/nvidia", "card-0"};
+  cores_only.consumed = {{"cores", "40"}};
+  asked = LedgerRequestFor({cores_only}, TwoManufacturers(), "node-a", {});
+  ASSERT_TRUE(asked.ok()) << asked.error();
+  EXPECT_EQ(asked->request.mode, ledger::Mode::kSliced);
+  EXPECT_EQ(asked->request.memory_mib, 15360u);
+  EXPECT_EQ(asked->request.cores_percentage, 40u);
 }
 
 TEST(LedgerRequestFor, RefusesWhatTheLedgerCannotServe) {
