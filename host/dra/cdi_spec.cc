@@ -6,8 +6,21 @@ std::string CdiDeviceName(const std::string& claim_uid) {
   return std::string(kCdiKind) + "=" + claim_uid;
 }
 
+namespace {
+constexpr std::string_view kSpecPrefix = "gpustack.ai-claim_", kSpecSuffix = ".json";
+}
+
 std::string CdiSpecFileName(const std::string& claim_uid) {
-  return "gpustack.ai-claim_" + claim_uid + ".json";
+  return std::string(kSpecPrefix) + claim_uid + std::string(kSpecSuffix);
+}
+
+std::optional<std::string> ClaimOfCdiSpecFile(std::string_view file_name) {
+  if (!file_name.starts_with(kSpecPrefix) || !file_name.ends_with(kSpecSuffix) ||
+      file_name.size() == kSpecPrefix.size() + kSpecSuffix.size())
+    return std::nullopt;
+  file_name.remove_prefix(kSpecPrefix.size());
+  file_name.remove_suffix(kSpecSuffix.size());
+  return std::string(file_name);
 }
 
 nlohmann::json ClaimCdiSpec(const std::string& claim_uid,

@@ -8,7 +8,9 @@
 #include <gpustack/plugin_types.hpp>
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpustack::dra {
@@ -17,8 +19,10 @@ inline constexpr const char* kCdiKind = "gpustack.ai/claim";
 
 // "gpustack.ai/claim=<uid>".
 std::string CdiDeviceName(const std::string& claim_uid);
-// The spec's file name in the CDI directory: "gpustack.ai-claim_<uid>.json".
+// The spec's file name in the CDI directory: "gpustack.ai-claim_<uid>.json"; and the claim uid
+// of such a name (nothing for another file).
 std::string CdiSpecFileName(const std::string& claim_uid);
+std::optional<std::string> ClaimOfCdiSpecFile(std::string_view file_name);
 
 // The spec for one claim. Edits that are CDI devices of their own (a vendor's spec) are not
 // edits here: the caller names them beside this device. Annotation edits have no CDI form and

@@ -222,6 +222,15 @@ void KubeletFrontEnd::Start() {
   }
 }
 
+void ConfigureKubeletServer(grpc::ServerBuilder& builder) {
+  using Option = grpc::ServerBuilder::SyncServerOption;
+  builder.SetSyncServerOption(Option::NUM_CQS, 1);
+  builder.SetSyncServerOption(Option::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(Option::MAX_POLLERS, 2);
+  // An idle poller wakes when its wait times out (10 s by default) only to wait again.
+  builder.SetSyncServerOption(Option::CQ_TIMEOUT_MSEC, 3'600'000);
+}
+
 // A new generation. The watcher calls it too, so it never touches stop_: a Stop() racing a
 // restart must still end the watcher.
 void KubeletFrontEnd::Serve() {
@@ -237,12 +246,7 @@ void KubeletFrontEnd::Serve() {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix://" + socket.string(), grpc::InsecureServerCredentials());
     builder.RegisterService(service.get());
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
-    // An idle poller wakes when its wait times out (10 s by default) only to wait again.
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC,
-                                kIdlePollerWaitMs);
+    ConfigureKubeletServer(builder);
     auto server = builder.BuildAndStart();
     if (!server) {
       Logger("device-plugin")->error("{}: cannot serve on {}", resource.name, socket.string());

@@ -19,6 +19,10 @@
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
 
+namespace grpc {
+class ServerBuilder;
+}
+
 namespace gpustack::node {
 
 // The latest tokens of every served resource, and a version that moves when any changes, so
@@ -91,9 +95,9 @@ class KubeletFrontEnd {
   std::mutex generation_mutex_;
 };
 
-// How long an idle gRPC sync-server poller waits before it looks again (gRPC's default is 10 s,
-// a wakeup for nothing; docs/footprint.md).
-inline constexpr int kIdlePollerWaitMs = 3'600'000;
+// The sync-server options both kubelet front ends use: one completion queue, one or two pollers,
+// and an idle poller that waits an hour, not gRPC's 10 s (a wakeup for nothing; docs/footprint.md).
+void ConfigureKubeletServer(grpc::ServerBuilder& builder);
 
 // The socket file name for a resource: "gpustack-nvidia.com_gpu.sliced.sock".
 std::string SocketName(const std::string& resource);

@@ -154,11 +154,8 @@ Result<size_t> DraFrontEnd::Restore() {
   // A crash between a spec and the record leaves a spec nobody will remove.
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.cdi_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const std::string prefix = "gpustack.ai-claim_";
-    if (!name.starts_with(prefix) || !name.ends_with(".json")) continue;
-    const std::string uid = name.substr(prefix.size(), name.size() - prefix.size() - 5);
-    if (!claims_.contains(uid)) std::filesystem::remove(entry.path(), ec);
+    auto uid = dra::ClaimOfCdiSpecFile(entry.path().filename().string());
+    if (uid && !claims_.contains(*uid)) std::filesystem::remove(entry.path(), ec);
   }
   return restored;
 }
@@ -178,11 +175,7 @@ Status DraFrontEnd::Start() {
                            grpc::InsecureServerCredentials());
   builder.RegisterService(&services_->plugin);
   builder.RegisterService(&services_->registration);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC,
-                              kIdlePollerWaitMs);
+  ConfigureKubeletServer(builder);
   server_ = builder.BuildAndStart();
   if (!server_) {
     return Error{"cannot serve DRA driver " + std::string(dra::kDriverName) + " on " +

@@ -32,6 +32,9 @@ TEST(ClaimCdiSpec, CarriesTheGrantsEdits) {
   EXPECT_EQ(e["mounts"][0]["options"][0], "ro");
   EXPECT_EQ(dropped, std::vector<std::string>{"annotation k"});
   EXPECT_EQ(CdiDeviceName("uid-1"), "gpustack.ai/claim=uid-1");
+  EXPECT_EQ(ClaimOfCdiSpecFile(CdiSpecFileName("uid-1")), "uid-1");
+  for (const char* other : {"nvidia.yaml", "gpustack.ai-claim_.json", "gpustack.ai-claim_u.yaml"})
+    EXPECT_FALSE(ClaimOfCdiSpecFile(other).has_value()) << other;
 }
 
 }  // namespace

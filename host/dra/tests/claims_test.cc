@@ -44,6 +44,9 @@ TEST(AllocatedDevices, RefuseWhatIsNotAClaimForThisDriver) {
   Json admin = Result("gpustack.ai", "gpus", "card-0");
   admin["adminAccess"] = true;
   EXPECT_EQ(AllocatedDevices(Claim({admin}), kRef, "gpustack.ai").code(), Code::kInvalidArgument);
+  Json odd_admin = Result("gpustack.ai", "gpus", "card-0");
+  odd_admin["adminAccess"] = "yes";  // not a boolean: not admin access, and no exception
+  EXPECT_TRUE(AllocatedDevices(Claim({odd_admin, 7}), kRef, "gpustack.ai").ok());
   Json incomplete = Result("gpustack.ai", "gpus", "card-0");
   incomplete.erase("pool");
   EXPECT_EQ(AllocatedDevices(Claim({incomplete}), kRef, "gpustack.ai").code(),
@@ -102,9 +105,25 @@ TEST(Record, RefusesADamagedEntryAndKeepsTheOthers) {
 }
 
 TEST(Record, RefusesAFileThatIsNoRecord) {
-  for (const char* text : {"", "{", "[]", R"({"version": 2, "claims": {}})", R"({"version": 1})"}) {
+  for (const char* text :
+       {"", "{", "[]", R"({"version": 2, "claims": {}})", R"({"version": 1})",
+        R"({"version": "1", "claims": {}})", R"({"version": 1, "claims": []})"}) {
     EXPECT_EQ(ReadRecord(text, nullptr).code(), Code::kDataLoss) << text;
   }
+}
+
+TEST(Record, AnEntryOfTheWrongShapesIsRefusedNotThrown) {
+  Json text = Json::parse(WriteRecord({{"u1", Prepared("u1", "GPU-0")}}));
+  text["claims"]["u2"] = text["claims"]["u1"];
+  text["claims"]["u2"]["allocation"]["podUID"] = "claim:u2";
+  text["claims"]["u2"]["devices"] = Json::array({5, "x"});  // not device objects
+  text["claims"]["u2"]["cdiDevices"] = "not a list";
+  text["claims"]["u3"] = Json::array();
+  std::vector<std::string> problems;
+  auto read = ReadRecord(text.dump(), &problems);
+  ASSERT_TRUE(read.ok()) << read.error();
+  EXPECT_EQ(read->size(), 1u);
+  EXPECT_EQ(problems.size(), 2u);
 }
 
 }  // namespace
