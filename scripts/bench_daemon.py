@@ -100,8 +100,10 @@ def main():
         "KUBECONFIG": os.environ["KUBECONFIG"],
         "PATH": "/usr/bin:/bin",
     }
-    if os.environ.get("GPUSTACK_FAKE_NVML_EVENTS"):
-        env["GPUSTACK_FAKE_NVML_EVENTS"] = os.environ["GPUSTACK_FAKE_NVML_EVENTS"]
+    # The fake's event file; glibc's tunables (MALLOC_ARENA_MAX...) try a setting without a build.
+    for name, value in os.environ.items():
+        if name == "GPUSTACK_FAKE_NVML_EVENTS" or name.startswith(("MALLOC_", "GLIBC_TUNABLES")):
+            env[name] = value
     args = [a.binary, "--log-level", "info", "device-manager", "serve", "--node-name", "testbed-node",
             "--sysfs-root", os.path.join(a.build, "fixtures/nodes", a.fixture, "sys"),
             "--pod-resources-socket",

@@ -1,5 +1,7 @@
 // `device-manager detect | monitor | preflight | serve`: the flags every node command shares, and
 // each command's own.
+#include <malloc.h>
+
 #include <cctype>
 #include <cmath>
 #include <csignal>
@@ -265,6 +267,9 @@ struct ServeCommand {
   int Run() { return FinishDaemon(Serve()); }
 
   int Serve() {
+    // One malloc arena: the daemon allocates little, and rarely from two threads at once; each
+    // further arena keeps its own resident pages (0.3 MB less at rest, docs/footprint.md).
+    mallopt(M_ARENA_MAX, 1);
     if (Status resolved = Resolve(); !resolved) {
       std::cerr << "error: " << resolved.error() << "\n";
       return kBadInput;
