@@ -100,9 +100,11 @@ def main():
         "KUBECONFIG": os.environ["KUBECONFIG"],
         "PATH": "/usr/bin:/bin",
     }
-    # The fake's event file; glibc's tunables (MALLOC_ARENA_MAX...) try a setting without a build.
+    # The fake's event file; an allocator or its settings (LD_PRELOAD, MALLOC_CONF, glibc's
+    # MALLOC_ARENA_MAX...) tried without a build.
     for name, value in os.environ.items():
-        if name == "GPUSTACK_FAKE_NVML_EVENTS" or name.startswith(("MALLOC_", "GLIBC_TUNABLES")):
+        if name in ("GPUSTACK_FAKE_NVML_EVENTS", "LD_PRELOAD", "GLIBC_TUNABLES") or \
+                name.startswith("MALLOC_"):
             env[name] = value
     args = [a.binary, "--log-level", "info", "device-manager", "serve", "--node-name", "testbed-node",
             "--sysfs-root", os.path.join(a.build, "fixtures/nodes", a.fixture, "sys"),
