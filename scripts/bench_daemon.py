@@ -115,6 +115,17 @@ def main():
     log = open(log_path, "w")
     started = time.time()
     daemon = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        measure(a, daemon, log_path, started)
+    finally:
+        # Interrupted (^C, or a closed pipe when the output goes to `head`): leave no daemon
+        # holding the node's device-plugin directory.
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+def measure(a, daemon, log_path, started):
     pid = daemon.pid
     registered_ms = None
     deadline = time.time() + 60
@@ -126,7 +137,6 @@ def main():
                 registered_ms = (at - started) * 1000
         time.sleep(0.05)
     if registered_ms is None:
-        daemon.kill()
         sys.exit(f"the daemon did not register within 60 s; its log: {log_path}")
     own = [l for l in open(log_path) if "every resource registered" in l][0].strip()
     print(f"exec -> every resource registered: {registered_ms:.0f} ms   (daemon: {own.split('] ')[-1]})")
