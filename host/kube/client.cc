@@ -143,10 +143,14 @@ Result<ObjectList> Client::List(const ResourceType& type, std::string_view ns,
     }
     Json& items = (*page)["items"];
     if (items.is_array()) {
-      list.items.reserve(list.items.size() + items.size());
+      if (!options.each) list.items.reserve(list.items.size() + items.size());
       for (Json& item : items) {
         if (options.transform) options.transform(item);
-        list.items.push_back(std::move(item));
+        if (options.each) {
+          options.each(item);
+        } else {
+          list.items.push_back(std::move(item));
+        }
       }
     }
     const Json& metadata = (*page)["metadata"];

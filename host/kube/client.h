@@ -39,6 +39,9 @@ struct ListOptions {
   // Applied to each item as its page comes in (an informer's projection): a long list never
   // holds its whole objects at once.
   std::function<void(Json&)> transform = {};
+  // When set, each item (transformed) goes here as its page comes in, and the list's `items`
+  // stay empty: the caller keeps what it makes of them instead.
+  std::function<void(Json&)> each = {};
 };
 
 struct ObjectList {

@@ -158,34 +158,27 @@ void NodeDevicesCheck::MarkDirty(const std::string& node) {
   if (it != node_state_.end()) it->second.committed.reset();
 }
 
-void NodeDevicesCheck::OnPod(const kube::ObjectPtr& before, const kube::ObjectPtr& after) {
-  auto interesting = [](const kube::ObjectPtr& pod) {
-    if (pod == nullptr || StringAt(*pod, {"spec", "nodeName"}).empty()) return false;
-    const Json annotations =
-        pod->value("metadata", Json::object()).value("annotations", Json::object());
-    return annotations.contains(kAllocatedAnnotation) ||
-           annotations.contains(ledger::kChosenAnnotation);
+void NodeDevicesCheck::OnPod(const std::shared_ptr<const BoundPod>& before,
+                             const std::shared_ptr<const BoundPod>& after) {
+  auto interesting = [](const std::shared_ptr<const BoundPod>& pod) {
+    return pod != nullptr && !pod->node.empty() && (pod->allocated || pod->chosen);
   };
-  auto workload_of = [](const Json& pod) -> std::string {
-    const std::string chosen =
-        StringAt(pod, {"metadata", "annotations", ledger::kChosenAnnotation});
-    if (chosen.empty() || StringAt(pod, {"metadata", "annotations", kAllocatedAnnotation}).empty())
-      return {};
-    auto parsed = ledger::ChosenFromAnnotation(chosen);
+  auto workload_of = [](const BoundPod& pod) -> std::string {
+    if (!pod.chosen || pod.chosen->empty() || !pod.allocated || pod.allocated->empty()) return {};
+    auto parsed = ledger::ChosenFromAnnotation(*pod.chosen);
     return parsed ? parsed->workload_uid : std::string();
   };
   std::lock_guard lock(mutex_);
-  auto update = [&](const kube::ObjectPtr& shared, int sign) {
-    const Json& pod = *shared;
-    const std::string key = kube::ObjectKey(pod), node = StringAt(pod, {"spec", "nodeName"});
+  auto update = [&](const std::shared_ptr<const BoundPod>& shared, int sign) {
+    const BoundPod& pod = *shared;
     if (sign < 0) {
-      pods_.erase(key);
-      node_state_[node].pods.erase(key);
+      pods_.erase(pod.key);
+      node_state_[pod.node].pods.erase(pod.key);
     } else {
-      pods_[key] = shared;
-      node_state_[node].pods.insert(key);
+      pods_[pod.key] = shared;
+      node_state_[pod.node].pods.insert(pod.key);
     }
-    MarkDirty(node);
+    MarkDirty(pod.node);
     if (std::string uid = workload_of(pod); !uid.empty()) {
       allocated_pods_[uid] += sign;
       if (allocated_pods_[uid] <= 0) allocated_pods_.erase(uid);
@@ -259,12 +252,13 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
   for (const std::string& key : state.pods) {
     auto pod = pods_.find(key);
     if (pod == pods_.end()) continue;
-    auto record = ledger::AllocatedRecordOf(*pod->second);
+    const BoundPod& bound = *pod->second;
+    if (!bound.allocated) continue;  // placed by gate 3, no allocation on the node yet
+    auto record = ledger::ReadAllocatedRecord(*bound.allocated, bound.uid);
     if (!record) {
       log->warn("pod {}: {}", key, record.error());
       continue;
     }
-    const std::string phase = StringAt(*pod->second, {"status", "phase"});
     for (const ledger::RecordedAllocation& entry : *record) {
       if (!entry.allocation) {
         log->warn("pod {} container {}: its allocation record is unusable: {}", key,
@@ -277,7 +271,7 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
         continue;
       }
       // What a finished Pod gives back, as the node's allocator does.
-      if (phase == "Succeeded" || phase == "Failed") ledger->ReleaseTerminated(allocation.owner);
+      if (bound.Finished()) ledger->ReleaseTerminated(allocation.owner);
     }
   }
   // What ResourceClaims hold (docs/dra.md): never handed to a Workload's Pods.

@@ -23,6 +23,7 @@
 #include "host/kube/informer.h"
 #include "host/ledger/chosen.h"
 #include "host/ledger/ledger.h"
+#include "host/operator/bound_pod.h"
 #include "host/operator/fleet.h"
 
 namespace gpustack::op {
@@ -80,9 +81,10 @@ class NodeDevicesCheck {
                    kube::Informer& instance_types);
   ~NodeDevicesCheck();
 
-  // Feeds of the leader's informers: every bound Pod's events (the cache's own objects, kept
+  // Feeds of the leader's informers: every bound Pod's events (the cache's own records, kept
   // shared, not copied), and each pass's fleet.
-  void OnPod(const kube::ObjectPtr& before, const kube::ObjectPtr& after);
+  void OnPod(const std::shared_ptr<const BoundPod>& before,
+             const std::shared_ptr<const BoundPod>& after);
   void SetFleet(std::shared_ptr<const Fleet> fleet);
 
   // Watches Workloads and judges them until `stop`.
@@ -126,7 +128,7 @@ class NodeDevicesCheck {
   mutable std::mutex mutex_;
   std::shared_ptr<const Fleet> fleet_;
   std::map<std::string, NodeState> node_state_;
-  std::map<std::string, kube::ObjectPtr> pods_;                     // bound Pods that hold cards
+  std::map<std::string, std::shared_ptr<const BoundPod>> pods_;     // bound Pods that hold cards
   std::map<std::string, std::vector<InFlight>> in_flight_;          // by Workload uid
   std::map<std::string, std::set<std::string>> in_flight_by_node_;  // node: Workload uids
   std::map<std::string, int64_t> allocated_pods_;  // by Workload uid: Pods the node holds

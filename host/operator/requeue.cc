@@ -182,10 +182,8 @@ const Json* QueuedSpecOf(const std::vector<Json>& workloads, const std::string& 
 PodRequeuer::PodRequeuer(kube::Client& client, RequeuePolicy policy)
     : client_(client), policy_(policy) {}
 
-void PodRequeuer::OnPod(const Json* before, const Json* after) {
-  const Json* pod = after != nullptr ? after : before;
-  const std::string key = kube::ObjectKey(*pod);
-  std::optional<Refusal> refusal = after != nullptr ? RefusalOf(*after) : std::nullopt;
+void PodRequeuer::OnPod(const std::string& key, const Json* failed) {
+  std::optional<Refusal> refusal = failed != nullptr ? RefusalOf(*failed) : std::nullopt;
   std::lock_guard lock(mutex_);
   if (!refusal) {
     pending_.erase(key);
@@ -198,7 +196,7 @@ void PodRequeuer::OnPod(const Json* before, const Json* after) {
     it->second.due = ReplacementDue(*refusal, policy_);
   }
   // Updates to a Pod already waiting keep its due time: a retry's back-off, or never.
-  it->second.pod = *after;
+  it->second.pod = *failed;
   it->second.refusal = *refusal;
 }
 

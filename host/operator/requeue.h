@@ -96,7 +96,9 @@ class PodRequeuer {
  public:
   PodRequeuer(kube::Client& client, RequeuePolicy policy);
 
-  void OnPod(const Json* before, const Json* after);
+  // Pod `key` changed: `failed` is its newest state when that is Failed, null when it is not
+  // Failed (any more) or was deleted.
+  void OnPod(const std::string& key, const Json* failed);
   // What the worker's ResourceFlavors inject into an admitted Pod (each pass).
   void SetFlavorInjections(Labels labels, std::vector<Json> tolerations);
   // Replaces due Pods until `stop`.

@@ -15,6 +15,7 @@
 #include "host/kube/leader_election.h"
 #include "host/kube/workqueue.h"
 #include "host/loader/dlopen_source.h"
+#include "host/operator/bound_pod.h"
 #include "host/operator/instance_controller.h"
 #include "host/operator/pool_metrics.h"
 #include "host/operator/reconciler.h"
@@ -24,6 +25,7 @@ namespace gpustack::op {
 namespace {
 
 using kube::ObjectPtr;
+using PodPtr = std::shared_ptr<const BoundPod>;
 using kube::ResourceType;
 
 const ResourceType kSecrets = kube::resources::Secrets();
@@ -70,7 +72,7 @@ class ReconcileLoop {
   void Run(std::stop_token stop) {
     if (!WaitForKueue(stop)) return;
     StartCaches();
-    for (kube::Informer* i : informers_) {
+    for (kube::InformerBase* i : informers_) {
       while (!stop.stop_requested() && !i->WaitForSync(std::chrono::seconds(1))) {
       }
     }
@@ -114,7 +116,7 @@ class ReconcileLoop {
       if (requeuer_) counters_.last_requeue = requeuer_->Counters();
       counters_.requeuer = nullptr;
     }
-    for (kube::Informer* i : informers_) i->Stop();
+    for (kube::InformerBase* i : informers_) i->Stop();
     SetSynced(false);
   }
 
@@ -177,7 +179,8 @@ class ReconcileLoop {
     kube::InformerOptions bound;
     bound.field_selector = "spec.nodeName!=";
     bound.transform = TrimPodForWorkerCache;
-    pods_ = std::make_unique<kube::Informer>(client_, kube::resources::Pods(), "", bound);
+    pods_ = std::make_unique<kube::BasicInformer<BoundPod>>(client_, kube::resources::Pods(), "",
+                                                            bound, &BoundPodOf);
     informers_.push_back(pods_.get());
     // With gate 3's promise comes the re-queue of a Pod the node still refused (D20).
     if (options_.node_check) {
@@ -199,13 +202,13 @@ class ReconcileLoop {
                                             .manufacturers = &options_.manufacturers});
       for (kube::Informer* i : instances_->informers()) informers_.push_back(i);
     }
-    pods_->AddEventHandler({.on_add = [this](const ObjectPtr& pod) { OnPod(nullptr, pod); },
-                            .on_update = [this](const ObjectPtr& before,
-                                                const ObjectPtr& after) { OnPod(before, after); },
-                            .on_delete = [this](const ObjectPtr& pod) { OnPod(pod, nullptr); }});
+    pods_->AddEventHandler(
+        {.on_add = [this](const PodPtr& pod) { OnPod(nullptr, pod); },
+         .on_update = [this](const PodPtr& before, const PodPtr& after) { OnPod(before, after); },
+         .on_delete = [this](const PodPtr& pod) { OnPod(pod, nullptr); }});
     caches_ = {nodes_.get(),  instance_types_.get(), namespaces_.get(), flavors_.get(),
                queues_.get(), entrances_.get(),      checks_.get()};
-    for (kube::Informer* i : informers_) i->Start();
+    for (kube::InformerBase* i : informers_) i->Start();
   }
 
   // Passes until the queue shuts down; a failed pass is retried with backoff.
@@ -239,28 +242,25 @@ class ReconcileLoop {
 
   // The CPU that bound, running Pods request, per node, kept from the Pod events: a pass reads
   // one entry per node instead of every Pod, and starts only when a node's sum changed.
-  void OnPod(const ObjectPtr& before, const ObjectPtr& after) {
+  void OnPod(const PodPtr& before, const PodPtr& after) {
     if (node_check_) node_check_->OnPod(before, after);
-    if (requeuer_) requeuer_->OnPod(before.get(), after.get());
+    if (requeuer_) {
+      const PodPtr& pod = after != nullptr ? after : before;
+      requeuer_->OnPod(pod->key, after != nullptr ? after->failed.get() : nullptr);
+    }
     bool changed = false;
     {
       std::lock_guard lock(cpu_mutex_);
-      auto add = [&](const Json& pod, int sign) {
-        const std::string phase = pod.value("status", Json::object()).value("phase", "");
-        if (phase == "Succeeded" || phase == "Failed") return;
-        const int64_t millicores = PodCpuMillicores(pod);
-        if (millicores == 0) return;
-        const std::string node = pod["spec"].value("nodeName", "");
-        const int64_t total = node_cpu_[node] += sign * millicores;
-        if (total == 0) node_cpu_.erase(node);
+      auto add = [&](const BoundPod& pod, int sign) {
+        if (pod.Finished() || pod.cpu_millicores == 0) return;
+        const int64_t total = node_cpu_[pod.node] += sign * pod.cpu_millicores;
+        if (total == 0) node_cpu_.erase(pod.node);
         changed = true;
       };
       if (before) add(*before, -1);
       if (after) add(*after, +1);
       if (changed && before != nullptr && after != nullptr &&
-          PodCpuMillicores(*before) == PodCpuMillicores(*after) &&
-          before->value("status", Json::object()).value("phase", "") ==
-              after->value("status", Json::object()).value("phase", ""))
+          before->cpu_millicores == after->cpu_millicores && before->phase == after->phase)
         changed = false;  // the same request counted out and in again
     }
     if (changed) queue_.Add("sync");
@@ -408,8 +408,9 @@ class ReconcileLoop {
   kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
   std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
-      entrances_, checks_, settings_, pods_;
-  std::vector<kube::Informer*> informers_;
+      entrances_, checks_, settings_;
+  std::unique_ptr<kube::BasicInformer<BoundPod>> pods_;
+  std::vector<kube::InformerBase*> informers_;
   Caches caches_;
   std::unique_ptr<NodeDevicesCheck> node_check_;
   std::unique_ptr<PodRequeuer> requeuer_;

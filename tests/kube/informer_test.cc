@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "host/kube/workqueue.h"
@@ -163,6 +164,61 @@ TEST(Informer, CachesAndHandsOnlyTransformedObjects) {
   }
   EXPECT_EQ(untransformed_seen.load(), 0);
   informer.Stop();
+}
+
+// A typed record instead of the object (the worker's bound Pods): each object, transformed, is
+// projected once, and the cache, its index and the handlers hold records only.
+struct GroupRecord {
+  std::string key, version, group;
+};
+std::string CacheKey(const GroupRecord& r) { return r.key; }
+std::string CacheVersion(const GroupRecord& r) { return r.version; }
+
+TEST(Informer, CachesTypedRecordsProjectedFromEachObject) {
+  auto client = testing::TestbedClient({.qps = 0});
+  ASSERT_NE(client, nullptr);
+  std::string ns = testing::CreateNamespace(*client, "records");
+  const ResourceType configmaps = resources::ConfigMaps();
+  for (int i = 0; i < 12; ++i)
+    ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "listed-" + std::to_string(i),
+                                                     {{"group", "g" + std::to_string(i % 3)}})));
+  std::atomic<int> projected{0};
+  BasicInformer<GroupRecord> informer(*client, configmaps, ns, {.page_size = 5}, [&](Json&& o) {
+    ++projected;
+    return GroupRecord{ObjectKey(o), o["metadata"].value("resourceVersion", ""),
+                       o["data"].value("group", "")};
+  });
+  informer.AddIndexer("group", [](const GroupRecord& r) { return std::vector{r.group}; });
+  std::mutex mutex;
+  std::vector<std::string> deleted;
+  informer.AddEventHandler({.on_delete = [&](const std::shared_ptr<const GroupRecord>& r) {
+    std::lock_guard lock(mutex);
+    deleted.push_back(r->key + " in " + r->group);
+  }});
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
+  EXPECT_EQ(projected.load(), 12);
+  EXPECT_EQ(informer.Size(), 12u);
+  EXPECT_EQ(informer.ByIndex("group", "g0").size(), 4u);
+  ASSERT_NE(informer.Get(ns + "/listed-3"), nullptr);
+  EXPECT_EQ(informer.Get(ns + "/listed-3")->group, "g0");
+
+  // A change moves the record in the index; a deletion hands the handlers its last record.
+  ASSERT_TRUE(client->Patch(configmaps, ns, "listed-0", PatchType::kMerge,
+                            Json{{"data", {{"group", "g1"}}}}));
+  ASSERT_TRUE(client->Delete(configmaps, ns, "listed-1"));
+  auto settled = [&] {
+    auto changed = informer.Get(ns + "/listed-0");
+    return informer.Size() == 11 && changed != nullptr && changed->group == "g1";
+  };
+  for (int i = 0; i < 300 && !settled(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(informer.Size(), 11u);
+  EXPECT_EQ(informer.ByIndex("group", "g0").size(), 3u);
+  EXPECT_EQ(informer.ByIndex("group", "g1").size(), 4u);  // listed-0 in, listed-1 out
+  EXPECT_EQ(informer.Get(ns + "/listed-0")->group, "g1");
+  informer.Stop();
+  EXPECT_EQ(deleted, std::vector<std::string>{ns + "/listed-1 in g1"});
 }
 
 }  // namespace

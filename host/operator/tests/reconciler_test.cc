@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "host/kube/resource.h"
+#include "host/operator/bound_pod.h"
 #include "host/operator/fleet.h"
 
 namespace gpustack::op {
@@ -167,6 +168,40 @@ TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {
             Json::parse(R"([{"kind": "ReplicaSet", "controller": true}])"));
   EXPECT_EQ(failed["status"], Json::parse(R"({"phase": "Failed",
       "containerStatuses": [{"name": "a", "state": {"running": {}}, "lastState": {}}]})"));
+}
+
+TEST(BoundPodOf, KeepsTheCpuViewsGate3sAndTheRequeuesInputs) {
+  Json pod = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+      "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                   "annotations": {"device.gpustack.ai/accelerator.allocated": "{}",
+                                   "device.gpustack.ai/accelerator.chosen": "c"}},
+      "spec": {"nodeName": "n", "containers": [{"name": "a",
+               "resources": {"requests": {"cpu": "250m"}}}, {"name": "b",
+               "resources": {"limits": {"cpu": "1"}}}]},
+      "status": {"phase": "Running"}})");
+  TrimPodForWorkerCache(pod);
+  const BoundPod running = BoundPodOf(pod);
+  EXPECT_EQ(running.key, "ns/p");
+  EXPECT_EQ(running.uid, "u");
+  EXPECT_EQ(CacheVersion(running), "7");
+  EXPECT_EQ(running.node, "n");
+  EXPECT_EQ(running.phase, "Running");
+  EXPECT_FALSE(running.Finished());
+  EXPECT_EQ(running.cpu_millicores, 1250);
+  EXPECT_EQ(running.allocated, "{}");
+  EXPECT_EQ(running.chosen, "c");
+  EXPECT_EQ(running.failed, nullptr);  // a running Pod's JSON is not kept
+
+  Json failed = pod;
+  failed["status"]["phase"] = "Failed";
+  failed["metadata"]["annotations"].erase("device.gpustack.ai/accelerator.chosen");
+  failed["metadata"]["annotations"]["device.gpustack.ai/accelerator.allocated"] = 3;
+  const BoundPod record = BoundPodOf(failed);
+  EXPECT_TRUE(record.Finished());
+  EXPECT_EQ(record.chosen, std::nullopt);
+  EXPECT_EQ(record.allocated, std::nullopt);  // an annotation is a string, or no record
+  ASSERT_NE(record.failed, nullptr);
+  EXPECT_EQ(*record.failed, failed);  // what the requeue judges, as it was
 }
 
 TEST(SameForPass, ANodesHeartbeatTaintsAndTtlStartNoPassItsLabelsAndCapacityDo) {
