@@ -230,9 +230,16 @@ def main():
     if INSTALL:
         say("installing the chart (the local cluster's values)")
         testbed.install_local_chart(REPO, BUILD, ["gpustack-operator", "gpustack-plugin-example"])
-    wait("the node's Devices with 4 T4s",
-         lambda: len([a for g in get("devices", NODE)["spec"]["groups"]
-                      if g["manufacturer"] == "nvidia" for a in g["accelerators"]]) == 4)
+    try:
+        wait("the node's Devices with 4 T4s",
+             lambda: len([a for g in get("devices", NODE)["spec"]["groups"]
+                          if g["manufacturer"] == "nvidia" for a in g["accelerators"]]) == 4)
+    except AssertionError:
+        # Why the node published nothing: the system Pods as they are, and what they logged.
+        print(kubectl("get", "pods", "-n", "gpustack-system", "-o", "wide", check=False).stdout)
+        for line in evidence(["warn", "error"], "no-devices")[-60:]:
+            print(line)
+        raise
     queue = wait("the T4 pool's entrance", t4_entrance)
     kubectl("create", "namespace", NS, check=False)
     wait(f"the entrance {queue} in {NS}",
