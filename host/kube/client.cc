@@ -145,7 +145,6 @@ Result<ObjectList> Client::List(const ResourceType& type, std::string_view ns,
     if (items.is_array()) {
       if (!options.each) list.items.reserve(list.items.size() + items.size());
       for (Json& item : items) {
-        if (options.transform) options.transform(item);
         if (options.each) {
           options.each(item);
         } else {

@@ -36,11 +36,9 @@ struct ListOptions {
   std::string field_selector = {};
   int64_t page_size = 500;  // 0: no pagination
   std::string resource_version = {};
-  // Applied to each item as its page comes in (an informer's projection): a long list never
-  // holds its whole objects at once.
-  std::function<void(Json&)> transform = {};
-  // When set, each item (transformed) goes here as its page comes in, and the list's `items`
-  // stay empty: the caller keeps what it makes of them instead.
+  // When set, each item goes here as its page comes in, and the list's `items` stay empty: the
+  // caller keeps what it makes of them (an informer's projection), so a long list never holds
+  // its whole objects at once.
   std::function<void(Json&)> each = {};
 };
 

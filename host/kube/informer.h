@@ -123,7 +123,11 @@ class BasicInformer final : public InformerBase {
   using Projection = std::function<Object(Json&&)>;
 
   BasicInformer(Client& client, ResourceType type, std::string ns = {},
-                InformerOptions options = {}, Projection project = {})
+                InformerOptions options = {}) requires std::is_same_v<Object, Json>
+      : InformerBase(client, std::move(type), std::move(ns), std::move(options)) {}
+  // A record informer cannot be made without its projection.
+  BasicInformer(Client& client, ResourceType type, std::string ns, InformerOptions options,
+                Projection project) requires(!std::is_same_v<Object, Json>)
       : InformerBase(client, std::move(type), std::move(ns), std::move(options)),
         project_(std::move(project)) {}
   ~BasicInformer() override { Stop(); }
