@@ -164,7 +164,7 @@ UnitPreset PresetFor(std::string_view manufacturer, std::string_view group_id) {
   return PresetOf(best->tier);
 }
 
-NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
+NodeFacts NodeFactsOf(const Json& node, const DevicesRecord* devices) {
   NodeFacts f;
   const Json& meta = node.value("metadata", Json::object());
   f.name = meta.value("name", "");
@@ -192,37 +192,17 @@ NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
                                 Label(node, kCpuFamilyLabel), Label(node, kCpuModelLabel));
 
   if (devices != nullptr) {
-    auto spec = ledger::SpecFromJson(devices->value("spec", Json::object()));
-    if (!spec) {
-      // Without a spec nothing is known of the cards: the node has none.
-      f.devices_problem = "Devices " + f.name + ": spec: " + spec.error();
-      return f;
-    }
-    Result<ledger::DevicesStatus> published = ledger::DevicesStatus{};
-    if (devices->contains("status") && (*devices)["status"].contains("groups"))
-      published = ledger::StatusFromJson((*devices)["status"]);
-    // Gate 3 counts the claims' holdings beside the Pods' records; unreadable, nothing is free.
-    if (auto claims = ledger::ClaimsAllocatedOf(*devices); !claims) {
-      published = claims.failure();
-    } else {
-      f.claims = std::move(*claims);
-    }
-    auto ledger = published
-                      ? ledger::PublishedLedger(f.name, *spec, *published)
-                      : Result<std::shared_ptr<const ledger::NodeLedger>>(published.failure());
-    if (!ledger) {
-      // A status that cannot be believed: the cards stay in their pools (no flavor, quota or
-      // queue changes), but none counts as free until the node publishes a sound ledger.
-      f.devices_problem = "Devices " + f.name + ": status: " + ledger.error() +
-                          " (its cards are counted as taken until it publishes a sound status)";
-      for (ledger::Group& g : spec->groups)
-        for (ledger::Accelerator& a : g.accelerators) a.unhealthy = true;
-      ledger = std::shared_ptr<const ledger::NodeLedger>(
-          std::make_shared<ledger::NodeLedger>(f.name, std::move(*spec)));
-    }
-    f.ledger = std::move(*ledger);
+    f.ledger = devices->ledger;
+    f.claims = devices->claims;
+    f.devices_problem = devices->problem;
   }
   return f;
+}
+
+NodeFacts NodeFactsOf(const Json& node, const Json* devices) {
+  if (devices == nullptr) return NodeFactsOf(node);
+  const DevicesRecord record = DevicesRecordOf(*devices);
+  return NodeFactsOf(node, &record);
 }
 
 std::string PoolName(const PoolIdentity& id) {

@@ -19,6 +19,7 @@
 #include "host/ledger/ledger.h"
 #include "host/ledger/request.h"
 #include "host/ledger/views.h"
+#include "host/operator/devices_record.h"
 #include "host/operator/settings.h"
 
 namespace gpustack::op {
@@ -93,6 +94,8 @@ struct NodeFacts {
 
   bool accelerated() const { return ledger && !ledger->spec().groups.empty(); }
 };
+// `devices`: the node's Devices record (devices_record.h), or its object; null when it has none.
+NodeFacts NodeFactsOf(const Json& node, const DevicesRecord* devices = nullptr);
 NodeFacts NodeFactsOf(const Json& node, const Json* devices);
 // Decides `managed` and `stamp_managed` from the node's gpustack.ai/managed label and the settings.
 void DecideManagement(NodeFacts& node, const Settings& settings);

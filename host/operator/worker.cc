@@ -26,6 +26,7 @@ namespace {
 
 using kube::ObjectPtr;
 using PodPtr = std::shared_ptr<const BoundPod>;
+using DevicesPtr = std::shared_ptr<const DevicesRecord>;
 using kube::ResourceType;
 
 const ResourceType kSecrets = kube::resources::Secrets();
@@ -157,7 +158,18 @@ class ReconcileLoop {
 
   void StartCaches() {
     nodes_ = Watched(kube::resources::Nodes(), "");
-    devices_ = Watched(kube::resources::Devices(), "");
+    // Each node's Devices object as its ledger, built once as it comes in (devices_record.h).
+    devices_ = std::make_unique<kube::BasicInformer<DevicesRecord>>(
+        client_, kube::resources::Devices(), "", kube::InformerOptions{}, &DevicesRecordOf);
+    devices_->AddEventHandler({.on_add = [this](const DevicesPtr&) { queue_.Add("sync"); },
+                               .on_update =
+                                   [this](const DevicesPtr& before, const DevicesPtr& after) {
+                                     if (before->digest == after->digest) return;
+                                     log_->trace("changed: devices {}", after->name);
+                                     queue_.Add("sync");
+                                   },
+                               .on_delete = [this](const DevicesPtr&) { queue_.Add("sync"); }});
+    informers_.push_back(devices_.get());
     instance_types_ = Watched(kube::resources::InstanceTypes(), "");
     namespaces_ = Watched(kube::resources::Namespaces(), "");
     auto labelled = [](const char* type) {
@@ -280,10 +292,9 @@ class ReconcileLoop {
     for (const ObjectPtr& node : nodes_->List()) {
       const std::string name = StringAt(*node, {"metadata", "name"});
       seen.insert(name);
-      ObjectPtr devices = devices_->Get(name);
+      DevicesPtr devices = devices_->Get(name);
       const std::string node_rv = (*node)["metadata"].value("resourceVersion", "");
-      const std::string devices_rv =
-          devices ? (*devices)["metadata"].value("resourceVersion", "") : "";
+      const std::string devices_rv = devices ? devices->resource_version : "";
       Cached& cached = facts_[name];
       if (!cached.facts || cached.node_rv != node_rv || cached.devices_rv != devices_rv ||
           cached.settings_key != settings_key) {
@@ -407,8 +418,9 @@ class ReconcileLoop {
   std::vector<std::unique_ptr<Reconciler>> reconcilers_;
   kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
-  std::unique_ptr<kube::Informer> nodes_, devices_, instance_types_, namespaces_, flavors_, queues_,
+  std::unique_ptr<kube::Informer> nodes_, instance_types_, namespaces_, flavors_, queues_,
       entrances_, checks_, settings_;
+  std::unique_ptr<kube::BasicInformer<DevicesRecord>> devices_;
   std::unique_ptr<kube::BasicInformer<BoundPod>> pods_;
   std::vector<kube::InformerBase*> informers_;
   Caches caches_;

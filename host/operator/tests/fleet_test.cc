@@ -53,7 +53,7 @@ std::vector<NodeFacts> ClusterA(Json a10g_devices = Devices("node-a10g", "nvidia
   Json t4a = Devices("node-t4-a", "nvidia-t4x4", 1);
   Json t4b = Devices("node-t4-b", "nvidia-t4x4");
   return {
-      NodeFactsOf(Node("node-cpu", "AMD", "AMD EPYC 7R13 Processor", 16), nullptr),
+      NodeFactsOf(Node("node-cpu", "AMD", "AMD EPYC 7R13 Processor", 16)),
       NodeFactsOf(Node("node-a10g", "AMD", "AMD EPYC 7R32", 4), &a10g_devices),
       NodeFactsOf(Node("node-t4-a", "Intel", "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz", 4),
                   &t4a),
@@ -347,7 +347,7 @@ TEST(Nodes, CapacityQuantitiesAsTheApiserverWritesThem) {
                     {"memory", "2Gi"},
                     {"example.com/odd", "1.5"},
                     {"example.com/bad", "x1"}});
-  const NodeFacts f = NodeFactsOf(node, nullptr);
+  const NodeFacts f = NodeFactsOf(node);
   EXPECT_EQ(f.cores, 4);
   EXPECT_EQ(f.capacity.at("nvidia.com/gpu.sliced"), 1000);
   EXPECT_EQ(f.capacity.at("memory"), int64_t{2} << 30);
@@ -417,6 +417,41 @@ TEST(Nodes, WhatResourceClaimsHoldIsReadForGate3) {
       << facts.devices_problem;
   EXPECT_TRUE(facts.claims.empty());
   EXPECT_TRUE(facts.ledger->spec().groups.at(0).accelerators.at(0).unhealthy);
+}
+
+TEST(Nodes, ADevicesRecordChangesOnlyWithWhatItIsMadeOf) {
+  Json devices = Devices("node-x", "nvidia-a10g");
+  devices["metadata"]["resourceVersion"] = "41";
+  const DevicesRecord first = DevicesRecordOf(devices);
+  EXPECT_EQ(CacheKey(first), "node-x");
+  EXPECT_EQ(CacheVersion(first), "41");
+  ASSERT_TRUE(first.ledger);
+  EXPECT_EQ(first.ledger->spec().groups.at(0).accelerators.size(), 1u);
+  // A new version that changes nothing the record reads (a label, a finalizer) keeps its digest,
+  // so it starts no pass.
+  devices["metadata"]["resourceVersion"] = "42";
+  devices["metadata"]["labels"]["team"] = "a";
+  devices["metadata"]["finalizers"] = Json::array({"example.com/keep"});
+  const DevicesRecord relabelled = DevicesRecordOf(devices);
+  EXPECT_EQ(relabelled.resource_version, "42");
+  EXPECT_EQ(relabelled.digest, first.digest);
+  // The status, the spec and the claims annotation each change it.
+  Json charged = devices;
+  charged["status"] = Json::parse(R"({"groups": [{"id": "a10g", "manufacturer": "nvidia",
+    "accelerators": [{"id": "GPU-a10a0000-1111-2222-3333-000000000000", "index": 0, "mode": 2,
+                      "allocated": 400000, "remaining": 1200000}]}]})");
+  const DevicesRecord charged_record = DevicesRecordOf(charged);
+  EXPECT_NE(charged_record.digest, first.digest);
+  EXPECT_EQ(charged_record.problem, "") << charged_record.problem;
+  Json claimed = devices;
+  claimed["metadata"]["annotations"][ledger::kClaimsAnnotation] = "[]";
+  EXPECT_NE(DevicesRecordOf(claimed).digest, first.digest);
+  Json respecced = devices;
+  respecced["spec"]["groups"][0]["accelerators"][0]["memory"] = 1;
+  EXPECT_NE(DevicesRecordOf(respecced).digest, first.digest);
+  // The facts of a node share the record's ledger: one copy of it however many passes read it.
+  const NodeFacts facts = NodeFactsOf(Node("node-x", "AMD", "AMD EPYC 7R32", 4), &first);
+  EXPECT_EQ(facts.ledger.get(), first.ledger.get());
 }
 
 TEST(PublishedLedger, StatusRoundTripsWithPartitions) {

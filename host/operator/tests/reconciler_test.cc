@@ -114,7 +114,7 @@ TEST(TrimForWorkerCache, ANodeKeepsTheStatusAPassReads) {
       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}})"));
   EXPECT_EQ(node["metadata"], whole["metadata"]);
   EXPECT_EQ(node["spec"], whole["spec"]);
-  const NodeFacts a = NodeFactsOf(whole, nullptr), b = NodeFactsOf(node, nullptr);
+  const NodeFacts a = NodeFactsOf(whole), b = NodeFactsOf(node);
   EXPECT_EQ(std::tie(a.os, a.arch, a.capacity, a.labels),
             std::tie(b.os, b.arch, b.capacity, b.labels));
 }
