@@ -19,7 +19,7 @@ std::string KeyOf(const nlohmann::json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-void ServedCache::AppendLocked(WatchEvent event) {
+void ServedCache::AppendLocked(const WatchEvent& event, TextPtr text) {
   if (event.resource_version <= version_ && synced_) {
     // Out of order: the informer listed again and is replaying differences. What came before
     // can no longer be replayed faithfully.
@@ -36,7 +36,8 @@ void ServedCache::AppendLocked(WatchEvent event) {
     it = w.deliver(event) ? std::next(it) : watchers_.erase(it);
   }
   if (!synced_) return;  // the initial list is state, not history
-  events_.push_back(std::move(event));
+  if (!text) text = std::make_shared<const std::string>(event.object->dump());
+  events_.push_back({event.type, std::move(text), event.resource_version});
   while (events_.size() > capacity_) {
     horizon_ = events_.front().resource_version;
     events_.pop_front();
@@ -47,14 +48,15 @@ void ServedCache::Upsert(ObjectPtr object) {
   std::lock_guard lock(mutex_);
   const std::string key = KeyOf(*object);
   const bool existed = objects_.contains(key);
-  objects_[key] = {object, std::make_shared<const std::string>(object->dump())};
-  AppendLocked({existed ? "MODIFIED" : "ADDED", object, VersionOf(*object)});
+  auto text = std::make_shared<const std::string>(object->dump());
+  objects_[key] = {object, text};
+  AppendLocked({existed ? "MODIFIED" : "ADDED", object, VersionOf(*object)}, std::move(text));
 }
 
 void ServedCache::Remove(ObjectPtr final_state) {
   std::lock_guard lock(mutex_);
   objects_.erase(KeyOf(*final_state));
-  AppendLocked({"DELETED", final_state, VersionOf(*final_state)});
+  AppendLocked({"DELETED", final_state, VersionOf(*final_state)}, nullptr);
 }
 
 void ServedCache::MarkSynced(uint64_t list_version) {
@@ -124,8 +126,12 @@ Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher, bool initial
     e.reason = "Expired";
     return e;
   } else {
-    for (const WatchEvent& event : events_) {
-      if (event.resource_version <= from) continue;
+    for (const KeptEvent& kept : events_) {
+      if (kept.resource_version <= from) continue;
+      // The text is this cache's own serialization of a parsed object: it parses.
+      const WatchEvent event{
+          kept.type, std::make_shared<const nlohmann::json>(nlohmann::json::parse(*kept.text)),
+          kept.resource_version};
       if (watcher.wants && !watcher.wants(*event.object)) continue;
       if (!watcher.deliver(event)) return uint64_t{0};
     }

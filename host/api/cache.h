@@ -77,7 +77,8 @@ class ServedCache {
   size_t watchers() const;
 
  private:
-  void AppendLocked(WatchEvent event);
+  // Delivers a live event and keeps it as history; `text`: the object serialized, if it already is.
+  void AppendLocked(const WatchEvent& event, TextPtr text);
 
   size_t capacity_;
   mutable std::mutex mutex_;
@@ -86,7 +87,15 @@ class ServedCache {
     TextPtr text;  // a list or a get sends it as it is
   };
   std::map<std::string, Entry> objects_;
-  std::deque<WatchEvent> events_;
+  // The history keeps each event's object as the text it is served as, parsed again only for a
+  // watch that resumes from before it (rare): a Devices object as JSON is four or more times its
+  // text, and history outlives the versions it holds (docs/footprint.md).
+  struct KeptEvent {
+    std::string type;
+    TextPtr text;
+    uint64_t resource_version = 0;
+  };
+  std::deque<KeptEvent> events_;
   uint64_t version_ = 0;  // the newest version this cache is at
   uint64_t horizon_ = 0;  // events after this one are all in events_
   bool synced_ = false;

@@ -78,6 +78,36 @@ TEST(ServedCache, WatchFromAVersionReplaysFromZeroListsAndTooOldIsGone) {
   EXPECT_EQ(cache.Get("n/b"), nullptr);
 }
 
+// History is kept as text and parsed again for a watch that resumes: each replayed event carries
+// the object as it was at that version, not the current one.
+TEST(ServedCache, AResumedWatchGetsEachVersionAsItWas) {
+  ServedCache cache(10);
+  cache.MarkSynced(5);
+  auto labelled = [](uint64_t version, const std::string& team) {
+    nlohmann::json o = *Object("a", version);
+    o["metadata"]["labels"] = {{"team", team}};
+    return std::make_shared<const nlohmann::json>(o);
+  };
+  cache.Upsert(labelled(6, "red"));
+  cache.Upsert(labelled(7, "blue"));
+  cache.Remove(labelled(8, "green"));
+  std::vector<nlohmann::json> replayed;
+  ASSERT_TRUE(cache.Watch(5, {{}, [&](const WatchEvent& e) {
+                                replayed.push_back(*e.object);
+                                return true;
+                              }}));
+  ASSERT_EQ(replayed.size(), 3u);
+  EXPECT_EQ(replayed[0], *labelled(6, "red"));
+  EXPECT_EQ(replayed[1], *labelled(7, "blue"));
+  EXPECT_EQ(replayed[2], *labelled(8, "green"));
+  // A watcher's filter sees the replayed versions too.
+  Recorder blue;
+  ASSERT_TRUE(cache.Watch(5, blue.watcher([](const nlohmann::json& o) {
+    return o["metadata"]["labels"]["team"] == "blue";
+  })));
+  EXPECT_EQ(blue.seen, (std::vector<std::string>{"MODIFIED a@7"}));
+}
+
 // The informer listed again (after a 410 of its own) and replays differences with older
 // versions: history before that can no longer be replayed.
 TEST(ServedCache, OutOfOrderEventsEndTheReplayableHistory) {
