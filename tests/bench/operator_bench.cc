@@ -260,6 +260,14 @@ int main(int argc, char** argv) {
                .ok();
   };
   while (!converged()) {
+    // A worker that cannot start (no plugins beside a copied binary, a bad flag) ends the bench
+    // at once instead of after the 600 s below.
+    if (int status = 0; waitpid(pid, &status, WNOHANG) == pid) {
+      std::fprintf(stderr, "the worker exited before converging (%s %d); see %s\n",
+                   WIFEXITED(status) ? "status" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log.c_str());
+      return 1;
+    }
     if (Ms(Clock::now() - started) > 600'000) {
       std::fprintf(stderr, "not converged after 600 s; see %s\n", log.c_str());
       kill(pid, SIGKILL);
