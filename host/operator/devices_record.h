@@ -24,8 +24,10 @@ struct DevicesRecord {
   std::shared_ptr<const ledger::NodeLedger> ledger;
   std::vector<ledger::Allocation> claims;  // what ResourceClaims hold (docs/dra.md)
   std::string problem;                     // why the object cannot be used as it is
-  // A hash of what the record is made of (spec, status, the claims annotation): two versions with
-  // the same digest make the same record, so the second starts no pass.
+  // A 64-bit hash of what the record is made of (spec, status, the claims annotation): a version
+  // with the same digest as the one before starts no pass. Kept instead of the texts it hashes
+  // (the memory this record saves); a collision, at odds of 2^-64 per change, would leave that
+  // change to the next pass another event starts.
   size_t digest = 0;
 };
 
