@@ -212,37 +212,31 @@ struct ApiServer::State {
   }
 
   // The namespace and selectors of a list or watch, as one predicate.
-  static Result<std::function<bool(const Json&)>> Filter(const RequestInfo& info,
-                                                         const Query& query) {
+  static Result<std::function<bool(const ServedObject&)>> Filter(const RequestInfo& info,
+                                                                 const Query& query) {
     auto labels = Selector::ParseLabels(query.Get("labelSelector"));
     if (!labels) return labels.failure();
     auto fields = Selector::ParseFields(query.Get("fieldSelector"));
     if (!fields) return fields.failure();
-    return std::function<bool(const Json&)>(
-        [ns = info.ns, name = info.name, labels = *labels, fields = *fields](const Json& o) {
-          const Json& metadata = o["metadata"];
-          if (!ns.empty() && metadata.value("namespace", "") != ns) return false;
-          // A watch on one object (kubectl get -w NAME, kubectl wait) names it in the path.
-          if (!name.empty() && metadata.value("name", "") != name) return false;
-          return labels.Matches(o) && fields.Matches(o);
-        });
+    return std::function<bool(const ServedObject&)>([ns = info.ns, name = info.name,
+                                                     labels = *labels,
+                                                     fields = *fields](const ServedObject& o) {
+      if (!ns.empty() && o.selectable.ns != ns) return false;
+      // A watch on one object (kubectl get -w NAME, kubectl wait) names it in the path.
+      if (!name.empty() && o.selectable.name != name) return false;
+      return labels.Matches(o.selectable) && fields.Matches(o.selectable);
+    });
   }
 
   Response Get(Backend& b, const Call& call) {
     const std::string key =
         call.info.ns.empty() ? call.info.name : call.info.ns + "/" + call.info.name;
-    ObjectPtr cached = b.cache().Get(key);
-    ObjectPtr object = b.Recent(key, cached);
+    ServedPtr object = b.Recent(key, b.cache().Get(key));
     if (!object) return b.Miss(call);
-    if (object == cached && !WantsTable(call.request)) {
-      if (auto text = b.cache().GetText(key)) return {200, *text};
-    }
-    if (WantsTable(call.request)) {
-      return JsonResponse(TableOf(b.kind(), {*object}, call.query.Get("includeObject"),
-                                  std::to_string(VersionOf(*object)), "",
-                                  std::chrono::system_clock::now()));
-    }
-    return JsonResponse(*object);
+    if (!WantsTable(call.request)) return {200, *object->text};
+    return JsonResponse(TableOf(b.kind(), {object->Parse()}, call.query.Get("includeObject"),
+                                std::to_string(object->resource_version), "",
+                                std::chrono::system_clock::now()));
   }
 
   Response List(Backend& b, const Call& call) {
@@ -257,22 +251,21 @@ struct ApiServer::State {
     auto limit = Number(call.query, "limit");
     if (!limit) return StatusResponse(400, "BadRequest", limit.error());
     const ServedCache::Snapshot snapshot = b.cache().List();
-    std::vector<size_t> chosen;  // into the snapshot
+    std::vector<const ServedObject*> chosen;
     std::string next;
-    for (size_t i = 0; i < snapshot.objects.size(); ++i) {
-      const Json& object = *snapshot.objects[i];
-      if (!after.empty() && KeyOf(object) <= after) continue;
-      if (!(*filter)(object)) continue;
+    for (const ServedPtr& object : snapshot.objects) {
+      if (!after.empty() && object->key() <= after) continue;
+      if (!(*filter)(*object)) continue;
       if (*limit > 0 && static_cast<long long>(chosen.size()) == *limit) {
-        next = ContinueToken(snapshot.resource_version, KeyOf(*snapshot.objects[chosen.back()]));
+        next = ContinueToken(snapshot.resource_version, chosen.back()->key());
         break;
       }
-      chosen.push_back(i);
+      chosen.push_back(object.get());
     }
     const std::string version = std::to_string(snapshot.resource_version);
     if (WantsTable(call.request)) {
       std::vector<Json> items;
-      for (size_t i : chosen) items.push_back(*snapshot.objects[i]);
+      for (const ServedObject* object : chosen) items.push_back(object->Parse());
       return JsonResponse(TableOf(b.kind(), items, call.query.Get("includeObject"), version, next,
                                   std::chrono::system_clock::now()));
     }
@@ -280,7 +273,7 @@ struct ApiServer::State {
     Json metadata = {{"resourceVersion", version}};
     if (!next.empty()) metadata["continue"] = next;
     size_t size = 128;
-    for (size_t i : chosen) size += snapshot.texts[i]->size() + 1;
+    for (const ServedObject* object : chosen) size += object->text->size() + 1;
     std::string body;
     body.reserve(size);
     body += Json{{"apiVersion", b.kind().ApiVersion()},
@@ -291,7 +284,7 @@ struct ApiServer::State {
     body += ",\"items\":[";
     for (size_t n = 0; n < chosen.size(); ++n) {
       if (n) body += ',';
-      body += *snapshot.texts[chosen[n]];
+      body += *chosen[n]->text;
     }
     body += "]}";
     return {200, std::move(body)};
@@ -325,21 +318,23 @@ struct ApiServer::State {
         stream->Close();
         return false;
       }
-      Json object;
       if (e.type == "BOOKMARK") {
         if (!bookmarks && !e.initial_events_end) return true;
-        object = {{"apiVersion", kind->ApiVersion()},
-                  {"kind", kind->kind},
-                  {"metadata", {{"resourceVersion", std::to_string(e.resource_version)}}}};
+        Json object = {{"apiVersion", kind->ApiVersion()},
+                       {"kind", kind->kind},
+                       {"metadata", {{"resourceVersion", std::to_string(e.resource_version)}}}};
         if (e.initial_events_end)
           object["metadata"]["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+        stream->Push(Json{{"type", e.type}, {"object", object}}.dump() + "\n");
       } else if (table) {
-        object = TableOf(*kind, {*e.object}, include, std::to_string(e.resource_version), "",
-                         std::chrono::system_clock::now());
+        Json object =
+            TableOf(*kind, {e.object->Parse()}, include, std::to_string(e.resource_version), "",
+                    std::chrono::system_clock::now());
+        stream->Push(Json{{"type", e.type}, {"object", object}}.dump() + "\n");
       } else {
-        object = *e.object;
+        // The object's text as it is, without parsing it again.
+        stream->Push("{\"object\":" + *e.object->text + ",\"type\":\"" + e.type + "\"}\n");
       }
-      stream->Push(Json{{"type", e.type}, {"object", object}}.dump() + "\n");
       return true;
     };
     // client-go's watch-list: the state as ADDED events, then a bookmark that says so.

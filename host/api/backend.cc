@@ -14,14 +14,15 @@ https::Response Backend::NotFound(const Call& call) const {
 
 https::Response Backend::Miss(const Call& call) { return NotFound(call); }
 
-ObjectPtr Backend::Recent(const std::string& key, ObjectPtr cached) {
+ServedPtr Backend::Recent(const std::string& key, ServedPtr cached) {
   std::lock_guard lock(recent_mutex_);
   auto written = recent_.find(key);
   if (written == recent_.end()) return cached;
   // The cache caught up: it holds this write or a later state, or it has seen past the write and
   // the object is gone (deleted since; the write must not bring it back).
-  const uint64_t version = VersionOf(*written->second);
-  if ((cached && VersionOf(*cached) >= version) || (!cached && cache_.resource_version() >= version)) {
+  const uint64_t version = written->second->resource_version;
+  if ((cached && cached->resource_version >= version) ||
+      (!cached && cache_.resource_version() >= version)) {
     recent_.erase(written);
     return cached;
   }
@@ -31,7 +32,7 @@ ObjectPtr Backend::Recent(const std::string& key, ObjectPtr cached) {
 void Backend::Remember(const Json& served) {
   std::lock_guard lock(recent_mutex_);
   if (recent_.size() > 10000) recent_.clear();  // bounded: the cache serves them soon anyway
-  recent_[KeyOf(served)] = std::make_shared<const Json>(served);
+  recent_[KeyOf(served)] = std::make_shared<const ServedObject>(ServedObjectOf(served));
 }
 
 https::Response Relay(kube::Client& client, kube::HttpRequest request,
@@ -61,24 +62,28 @@ https::Response Relay(kube::Client& client, kube::HttpRequest request,
 
 namespace {
 
-// An informer that converts each object to the served form as it comes in: it and the served
-// cache then share one object instead of holding a storage copy and a served copy of every one
-// (at 1,000 nodes, the Devices objects alone are 22 MB a copy; docs/footprint.md).
-kube::InformerOptions Converting() {
+// An informer that keeps each object as the v1 API serves it: converted to the served form as it
+// comes in, then kept as its text and what selectors read (cache.h), shared with the served
+// cache. Neither keeps a parsed copy (docs/footprint.md).
+using ServedInformer = kube::BasicInformer<ServedObject>;
+
+std::unique_ptr<ServedInformer> MakeServedInformer(kube::Client& client,
+                                                   const kube::ResourceType& type) {
   kube::InformerOptions options;
   options.transform = [](Json& object) { object = ToServed(std::move(object)); };
-  return options;
+  return std::make_unique<ServedInformer>(client, type, "", std::move(options),
+                                          [](Json&& served) { return ServedObjectOf(served); });
 }
 
-// The informer's events (already served objects) into the cache.
-void Feed(kube::Informer& informer, ServedCache& cache) {
+// The informer's events into the cache.
+void Feed(ServedInformer& informer, ServedCache& cache) {
   informer.AddEventHandler(
-      {.on_add = [&cache](const kube::ObjectPtr& o) { cache.Upsert(o); },
-       .on_update = [&cache](const kube::ObjectPtr&, const kube::ObjectPtr& o) { cache.Upsert(o); },
-       .on_delete = [&cache](const kube::ObjectPtr& o) { cache.Remove(o); }});
+      {.on_add = [&cache](const ServedPtr& o) { cache.Upsert(o); },
+       .on_update = [&cache](const ServedPtr&, const ServedPtr& o) { cache.Upsert(o); },
+       .on_delete = [&cache](const ServedPtr& o) { cache.Remove(o); }});
 }
 
-uint64_t InformerVersion(const kube::Informer& informer) {
+uint64_t InformerVersion(const kube::InformerBase& informer) {
   return std::strtoull(informer.Stats().resource_version.c_str(), nullptr, 10);
 }
 
@@ -87,18 +92,18 @@ class ProxyBackend : public Backend {
   ProxyBackend(kube::Client& client, Kind kind, size_t kept, MetricsHandler metrics)
       : Backend(std::move(kind), kept),
         client_(client),
-        informer_(client, kind_.storage, "", Converting()),
+        informer_(MakeServedInformer(client, kind_.storage)),
         metrics_(std::move(metrics)) {
-    Feed(informer_, cache_);
+    Feed(*informer_, cache_);
   }
-  void Start() override { informer_.Start(); }
-  void Stop() override { informer_.Stop(); }
+  void Start() override { informer_->Start(); }
+  void Stop() override { informer_->Stop(); }
   void Tick() override {
     if (!cache_.synced()) {
-      if (informer_.HasSynced()) cache_.MarkSynced(InformerVersion(informer_));
+      if (informer_->HasSynced()) cache_.MarkSynced(InformerVersion(*informer_));
       return;
     }
-    cache_.Advance(InformerVersion(informer_));
+    cache_.Advance(InformerVersion(*informer_));
   }
 
   // Not cached yet (created by someone else a moment ago), or absent: the storage says which.
@@ -111,9 +116,9 @@ class ProxyBackend : public Backend {
       if (!metrics_)
         return StatusResponse(503, "ServiceUnavailable", "this worker does not serve metrics");
       const std::string key = call.info.ns + "/" + call.info.name;
-      ObjectPtr object = Recent(key, cache_.Get(key));
+      ServedPtr object = Recent(key, cache_.Get(key));
       if (object == nullptr) return NotFound(call);
-      return metrics_(*object);
+      return metrics_(object->Parse());
     }
     if (!call.info.subresource.empty() && call.info.verb != "get" && !kind_.Allows("update"))
       return StatusResponse(405, "MethodNotAllowed",
@@ -176,7 +181,7 @@ class ProxyBackend : public Backend {
   }
 
   kube::Client& client_;
-  kube::Informer informer_;
+  std::unique_ptr<ServedInformer> informer_;
   MetricsHandler metrics_;
 };
 
@@ -237,8 +242,9 @@ class DerivedBackend : public Backend {
       return StatusResponse(405, "MethodNotAllowed",
                             kind_.resource + " are read-only: " + call.info.verb + " is not served");
     const std::string key = call.info.ns.empty() ? call.info.name : call.info.ns + "/" + call.info.name;
-    ObjectPtr current = call.info.name.empty() ? nullptr : Recent(key, cache_.Get(key));
-    https::Response answer = derived_.write(client_, call, current);
+    ServedPtr current = call.info.name.empty() ? nullptr : Recent(key, cache_.Get(key));
+    https::Response answer = derived_.write(
+        client_, call, current ? std::make_shared<const Json>(current->Parse()) : nullptr);
     if (answer.status / 100 == 2 && call.query.Get("dryRun").empty()) {
       Json written = Json::parse(answer.body, nullptr, false);
       if (written.is_object() && written.value("kind", "") == kind_.kind) Remember(written);
@@ -272,26 +278,25 @@ class DerivedBackend : public Backend {
     version = std::max(version, cache_.resource_version());
     std::map<std::string, Json> next;
     for (Json& o : derived_.derive(sources)) next.emplace(KeyOf(o), std::move(o));
-    const ServedCache::Snapshot now = cache_.List();
-    for (const ObjectPtr& old : now.objects) {
-      if (next.contains(KeyOf(*old))) continue;
-      Json gone = *old;
-      gone["metadata"]["resourceVersion"] = std::to_string(version);
-      cache_.Remove(std::make_shared<const Json>(std::move(gone)));
+    const std::string at_version = std::to_string(version);
+    for (const ServedPtr& old : cache_.List().objects) {
+      if (next.contains(old->key())) continue;
+      Json gone = old->Parse();
+      gone["metadata"]["resourceVersion"] = at_version;
+      cache_.Remove(gone);
     }
     for (auto& [key, object] : next) {
-      ObjectPtr old = cache_.Get(key);
-      if (old) {
-        Json before = *old, after = object;
-        before["metadata"].erase("resourceVersion");
-        after["metadata"].erase("resourceVersion");
-        if (before == after) continue;
-      }
       // A one-to-one wrapper keeps its object's own version; a derived object takes the
       // version of the change it was derived at.
-      if (!object["metadata"].contains("resourceVersion"))
-        object["metadata"]["resourceVersion"] = std::to_string(version);
-      cache_.Upsert(std::make_shared<const Json>(std::move(object)));
+      const bool own_version = object["metadata"].contains("resourceVersion");
+      if (ServedPtr old = cache_.Get(key)) {
+        // Unchanged but for its version: compared as the text it would be served as.
+        Json same = object;
+        same["metadata"]["resourceVersion"] = std::to_string(old->resource_version);
+        if (same.dump() == *old->text) continue;
+      }
+      if (!own_version) object["metadata"]["resourceVersion"] = at_version;
+      cache_.Upsert(object);
     }
   }
 

@@ -42,7 +42,7 @@ class Backend {
   virtual https::Response Write(const Call& call) = 0;
 
   // Read-your-writes: an object this replica wrote, kept until the cache has caught up.
-  ObjectPtr Recent(const std::string& key, ObjectPtr cached);
+  ServedPtr Recent(const std::string& key, ServedPtr cached);
   void Remember(const Json& served);
 
   https::Response NotFound(const Call& call) const;
@@ -53,11 +53,11 @@ class Backend {
 
  private:
   std::mutex recent_mutex_;
-  std::map<std::string, ObjectPtr> recent_;
+  std::map<std::string, ServedPtr> recent_;
 };
 
 // Instance, Devices, InstanceType: the v1alpha1 objects, converted (kinds.h). `metrics` answers
-// the metrics subresource of a kind that has one, given the served object.
+// the metrics subresource of a kind that has one, given the served object (parsed from its text).
 using MetricsHandler = std::function<https::Response(const Json& object)>;
 std::unique_ptr<Backend> MakeProxyBackend(kube::Client& client, Kind kind, size_t events_kept,
                                           MetricsHandler metrics = {});

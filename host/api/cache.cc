@@ -19,7 +19,19 @@ std::string KeyOf(const nlohmann::json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-void ServedCache::AppendLocked(const WatchEvent& event, TextPtr text) {
+std::string ServedObject::key() const {
+  return selectable.ns.empty() ? selectable.name : selectable.ns + "/" + selectable.name;
+}
+
+// The text is this cache's own serialization of a parsed object: it parses.
+nlohmann::json ServedObject::Parse() const { return nlohmann::json::parse(*text); }
+
+ServedObject ServedObjectOf(const nlohmann::json& served) {
+  return {Selectable::Of(served), VersionOf(served),
+          std::make_shared<const std::string>(served.dump())};
+}
+
+void ServedCache::AppendLocked(const WatchEvent& event) {
   if (event.resource_version <= version_ && synced_) {
     // Out of order: the informer listed again and is replaying differences. What came before
     // can no longer be replayed faithfully.
@@ -36,27 +48,33 @@ void ServedCache::AppendLocked(const WatchEvent& event, TextPtr text) {
     it = w.deliver(event) ? std::next(it) : watchers_.erase(it);
   }
   if (!synced_) return;  // the initial list is state, not history
-  if (!text) text = std::make_shared<const std::string>(event.object->dump());
-  events_.push_back({event.type, std::move(text), event.resource_version});
+  events_.push_back({event.type, event.object});
   while (events_.size() > capacity_) {
-    horizon_ = events_.front().resource_version;
+    horizon_ = events_.front().object->resource_version;
     events_.pop_front();
   }
 }
 
-void ServedCache::Upsert(ObjectPtr object) {
+void ServedCache::Upsert(ServedPtr object) {
   std::lock_guard lock(mutex_);
-  const std::string key = KeyOf(*object);
-  const bool existed = objects_.contains(key);
-  auto text = std::make_shared<const std::string>(object->dump());
-  objects_[key] = {object, text};
-  AppendLocked({existed ? "MODIFIED" : "ADDED", object, VersionOf(*object)}, std::move(text));
+  ServedPtr& slot = objects_[object->key()];
+  const bool existed = slot != nullptr;
+  slot = object;
+  AppendLocked({existed ? "MODIFIED" : "ADDED", object, object->resource_version});
 }
 
-void ServedCache::Remove(ObjectPtr final_state) {
+void ServedCache::Remove(ServedPtr final_state) {
   std::lock_guard lock(mutex_);
-  objects_.erase(KeyOf(*final_state));
-  AppendLocked({"DELETED", final_state, VersionOf(*final_state)}, nullptr);
+  objects_.erase(final_state->key());
+  AppendLocked({"DELETED", final_state, final_state->resource_version});
+}
+
+void ServedCache::Upsert(const nlohmann::json& object) {
+  Upsert(std::make_shared<const ServedObject>(ServedObjectOf(object)));
+}
+
+void ServedCache::Remove(const nlohmann::json& final_state) {
+  Remove(std::make_shared<const ServedObject>(ServedObjectOf(final_state)));
 }
 
 void ServedCache::MarkSynced(uint64_t list_version) {
@@ -77,25 +95,15 @@ ServedCache::Snapshot ServedCache::List() const {
   std::lock_guard lock(mutex_);
   Snapshot s;
   s.objects.reserve(objects_.size());
-  s.texts.reserve(objects_.size());
-  for (const auto& [key, entry] : objects_) {
-    s.objects.push_back(entry.object);
-    s.texts.push_back(entry.text);
-  }
+  for (const auto& [key, object] : objects_) s.objects.push_back(object);
   s.resource_version = version_;
   return s;
 }
 
-ObjectPtr ServedCache::Get(const std::string& key) const {
+ServedPtr ServedCache::Get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : found->second.object;
-}
-
-ServedCache::TextPtr ServedCache::GetText(const std::string& key) const {
-  std::lock_guard lock(mutex_);
-  auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : found->second.text;
+  return found == objects_.end() ? nullptr : found->second;
 }
 
 uint64_t ServedCache::resource_version() const {
@@ -111,10 +119,9 @@ bool ServedCache::synced() const {
 Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher, bool initial_events_end) {
   std::lock_guard lock(mutex_);
   if (from == 0) {
-    for (const auto& [key, entry] : objects_) {
-      if (watcher.wants && !watcher.wants(*entry.object)) continue;
-      if (!watcher.deliver({"ADDED", entry.object, VersionOf(*entry.object)}))
-        return uint64_t{0};
+    for (const auto& [key, object] : objects_) {
+      if (watcher.wants && !watcher.wants(*object)) continue;
+      if (!watcher.deliver({"ADDED", object, object->resource_version})) return uint64_t{0};
     }
     if (initial_events_end && !watcher.deliver({"BOOKMARK", nullptr, version_, true}))
       return uint64_t{0};
@@ -127,13 +134,10 @@ Result<uint64_t> ServedCache::Watch(uint64_t from, Watcher watcher, bool initial
     return e;
   } else {
     for (const KeptEvent& kept : events_) {
-      if (kept.resource_version <= from) continue;
-      // The text is this cache's own serialization of a parsed object: it parses.
-      const WatchEvent event{
-          kept.type, std::make_shared<const nlohmann::json>(nlohmann::json::parse(*kept.text)),
-          kept.resource_version};
-      if (watcher.wants && !watcher.wants(*event.object)) continue;
-      if (!watcher.deliver(event)) return uint64_t{0};
+      if (kept.object->resource_version <= from) continue;
+      if (watcher.wants && !watcher.wants(*kept.object)) continue;
+      if (!watcher.deliver({kept.type, kept.object, kept.object->resource_version}))
+        return uint64_t{0};
     }
   }
   const uint64_t id = next_id_++;

@@ -19,15 +19,39 @@
 #include <string>
 #include <vector>
 
+#include "host/api/selectors.h"
 #include "host/common/result.h"
 
 namespace gpustack::api {
 
 using ObjectPtr = std::shared_ptr<const nlohmann::json>;
+using TextPtr = std::shared_ptr<const std::string>;
+
+// One object as the v1 API serves it: its text (what a get, a list and a watch send), and what
+// selectors and resumed watches read of it. The parsed object is not kept: at 1,000 nodes the
+// Devices objects as JSON were most of the worker's memory, their text a fifth of it
+// (docs/footprint.md). A table, a metrics read or a write parses the text again.
+struct ServedObject {
+  Selectable selectable;  // namespace, name, labels
+  uint64_t resource_version = 0;
+  TextPtr text;
+
+  std::string key() const;  // namespace/name, or name
+  nlohmann::json Parse() const;
+};
+using ServedPtr = std::shared_ptr<const ServedObject>;
+
+// Serializes the object once.
+ServedObject ServedObjectOf(const nlohmann::json& served);
+// For an informer that keeps ServedObjects (kube/informer.h finds them by argument lookup).
+inline std::string CacheKey(const ServedObject& object) { return object.key(); }
+inline std::string CacheVersion(const ServedObject& object) {
+  return std::to_string(object.resource_version);
+}
 
 struct WatchEvent {
   std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
-  ObjectPtr object;
+  ServedPtr object;
   uint64_t resource_version = 0;
   // The BOOKMARK that ends a watch's initial events (sendInitialEvents, the watch-list of
   // client-go): sent whether or not the client allows bookmarks otherwise.
@@ -36,7 +60,7 @@ struct WatchEvent {
 
 // One watcher: where its events go and which it wants (namespace, selectors).
 struct Watcher {
-  std::function<bool(const nlohmann::json& object)> wants;
+  std::function<bool(const ServedObject& object)> wants;
   // Gets each event in order; returns false when the watcher is gone.
   std::function<bool(const WatchEvent&)> deliver;
 };
@@ -46,22 +70,21 @@ class ServedCache {
   explicit ServedCache(size_t event_capacity = 1000) : capacity_(event_capacity) {}
 
   // The informer's events (objects already in the served form).
-  void Upsert(ObjectPtr object);
-  void Remove(ObjectPtr final_state);
+  void Upsert(ServedPtr object);
+  void Remove(ServedPtr final_state);
+  void Upsert(const nlohmann::json& object);  // serialized here
+  void Remove(const nlohmann::json& final_state);
   // The initial list is in: events before `list_version` cannot be replayed.
   void MarkSynced(uint64_t list_version);
   // The informer's newest resourceVersion (its bookmarks), which may pass the last event's.
   void Advance(uint64_t resource_version);
 
-  using TextPtr = std::shared_ptr<const std::string>;
   struct Snapshot {
-    std::vector<ObjectPtr> objects;  // by key (namespace/name)
-    std::vector<TextPtr> texts;      // each object serialized, once, when it came in
+    std::vector<ServedPtr> objects;  // by key (namespace/name)
     uint64_t resource_version = 0;
   };
   Snapshot List() const;
-  ObjectPtr Get(const std::string& key) const;
-  TextPtr GetText(const std::string& key) const;  // the object serialized; null when absent
+  ServedPtr Get(const std::string& key) const;  // null when absent
   uint64_t resource_version() const;
   bool synced() const;
 
@@ -77,23 +100,17 @@ class ServedCache {
   size_t watchers() const;
 
  private:
-  // Delivers a live event and keeps it as history; `text`: the object serialized, if it already is.
-  void AppendLocked(const WatchEvent& event, TextPtr text);
+  // Delivers a live event and keeps it as history.
+  void AppendLocked(const WatchEvent& event);
 
   size_t capacity_;
   mutable std::mutex mutex_;
-  struct Entry {
-    ObjectPtr object;
-    TextPtr text;  // a list or a get sends it as it is
-  };
-  std::map<std::string, Entry> objects_;
-  // The history keeps each event's object as the text it is served as, parsed again only for a
-  // watch that resumes from before it (rare): a Devices object as JSON is four or more times its
-  // text, and history outlives the versions it holds (docs/footprint.md).
+  std::map<std::string, ServedPtr> objects_;
+  // History outlives the versions it holds; each is kept as its text, shared with the cache's
+  // entry while it is current, so a watch that resumes gets each version as it was.
   struct KeptEvent {
     std::string type;
-    TextPtr text;
-    uint64_t resource_version = 0;
+    ServedPtr object;
   };
   std::deque<KeptEvent> events_;
   uint64_t version_ = 0;  // the newest version this cache is at

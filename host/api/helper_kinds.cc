@@ -368,15 +368,13 @@ https::Response WriteHelper(const HelperMapping& h, kube::Client& client, const 
     if (!labels) return ErrorResponse(labels.failure());
     if (!fields) return ErrorResponse(fields.failure());
     Json deleted = Json::array();
-    for (const ObjectPtr& o : cache.List().objects) {
-      if (!info.ns.empty() && StringAt(*o, {"metadata", "namespace"}) != info.ns) continue;
-      if (!labels->Matches(*o) || !fields->Matches(*o)) continue;
-      const std::string name = StringAt(*o, {"metadata", "name"});
-      auto answer = client.Send({"DELETE",
-                                 with_query(kube::ObjectPath(
-                                     h.backing, StringAt(*o, {"metadata", "namespace"}), name)),
-                                 "", ""});
-      if (answer && answer->status / 100 == 2) deleted.push_back(*o);
+    for (const ServedPtr& o : cache.List().objects) {
+      const Selectable& s = o->selectable;
+      if (!info.ns.empty() && s.ns != info.ns) continue;
+      if (!labels->Matches(s) || !fields->Matches(s)) continue;
+      auto answer =
+          client.Send({"DELETE", with_query(kube::ObjectPath(h.backing, s.ns, s.name)), "", ""});
+      if (answer && answer->status / 100 == 2) deleted.push_back(o->Parse());
     }
     return JsonResponse({{"apiVersion", h.kind.ApiVersion()},
                          {"kind", h.kind.list_kind},

@@ -102,19 +102,31 @@ Result<Selector> Selector::ParseFields(std::string_view text) {
   return parsed;
 }
 
-bool Selector::Matches(const nlohmann::json& object) const {
+Selectable Selectable::Of(const nlohmann::json& object) {
+  Selectable out{
+      StringAt(object, {"metadata", "namespace"}), StringAt(object, {"metadata", "name"}), {}};
+  if (const nlohmann::json* labels = ObjectAt(object, {"metadata", "labels"})) {
+    for (const auto& [key, value] : labels->items())  // a JSON object's keys come sorted
+      if (value.is_string()) out.labels.emplace_back(key, value.get<std::string>());
+  }
+  return out;
+}
+
+const std::string* Selectable::Label(std::string_view key) const {
+  auto found =
+      std::lower_bound(labels.begin(), labels.end(), key,
+                       [](const auto& label, std::string_view k) { return label.first < k; });
+  return found != labels.end() && found->first == key ? &found->second : nullptr;
+}
+
+bool Selector::Matches(const Selectable& object) const {
   for (const Requirement& r : requirements_) {
-    bool present = false;
-    std::string value;
-    if (fields_) {
-      present = true;
-      value = StringAt(object, {"metadata", r.key == "metadata.name" ? "name" : "namespace"});
-    } else if (const nlohmann::json* labels = ObjectAt(object, {"metadata", "labels"})) {
-      auto found = labels->find(r.key);
-      present = found != labels->end() && found->is_string();
-      if (present) value = found->get<std::string>();
-    }
-    const bool listed = std::find(r.values.begin(), r.values.end(), value) != r.values.end();
+    const std::string* value = !fields_                   ? object.Label(r.key)
+                               : r.key == "metadata.name" ? &object.name
+                                                          : &object.ns;
+    const bool present = value != nullptr;
+    const bool listed =
+        present && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
     switch (r.op) {
       case Op::kEquals:
       case Op::kIn:

@@ -8,11 +8,23 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "host/common/result.h"
 
 namespace gpustack::api {
+
+// What a selector reads of an object: its namespace, name and labels (string values, by key).
+// Kept beside an object's text where the parsed object is not kept (cache.h).
+struct Selectable {
+  std::string ns;
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> labels;  // sorted by key
+
+  static Selectable Of(const nlohmann::json& object);
+  const std::string* Label(std::string_view key) const;  // null when absent
+};
 
 class Selector {
  public:
@@ -20,7 +32,7 @@ class Selector {
   static Result<Selector> ParseLabels(std::string_view text);
   static Result<Selector> ParseFields(std::string_view text);
 
-  bool Matches(const nlohmann::json& object) const;
+  bool Matches(const Selectable& object) const;
   bool empty() const { return requirements_.empty(); }
 
  private:

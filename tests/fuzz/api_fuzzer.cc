@@ -48,8 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto labels = Selector::ParseLabels(selector);
   auto fields = Selector::ParseFields(selector);
   if (!json.is_discarded()) {
-    if (labels) static_cast<void>(labels->Matches(json));
-    if (fields) static_cast<void>(fields->Matches(json));
+    const Selectable selectable = Selectable::Of(json);
+    if (labels) static_cast<void>(labels->Matches(selectable));
+    if (fields) static_cast<void>(fields->Matches(selectable));
     const nlohmann::json served = ToServed(json);
     Check(ToServed(ToStorage(served)) == served);
     const nlohmann::json stored = ToStorage(json);

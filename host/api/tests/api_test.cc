@@ -67,7 +67,7 @@ TEST(Selector, LabelsAndFields) {
   auto match = [&](const std::string& s) {
     auto sel = Selector::ParseLabels(s);
     EXPECT_TRUE(sel) << s << ": " << sel.error();
-    return sel && sel->Matches(o);
+    return sel && sel->Matches(Selectable::Of(o));
   };
   EXPECT_TRUE(match(""));
   EXPECT_TRUE(match("app=x"));
@@ -82,7 +82,16 @@ TEST(Selector, LabelsAndFields) {
     EXPECT_FALSE(Selector::ParseLabels(bad)) << bad;
   auto fields = Selector::ParseFields("metadata.name=a,metadata.namespace!=m");
   ASSERT_TRUE(fields) << fields.error();
-  EXPECT_TRUE(fields->Matches(o));
+  EXPECT_TRUE(fields->Matches(Selectable::Of(o)));
+  // Only string values are labels; an object without a namespace has an empty one.
+  nlohmann::json odd = {{"metadata", {{"name", "b"}, {"labels", {{"n", 1}, {"s", "v"}}}}}};
+  const Selectable b = Selectable::Of(odd);
+  EXPECT_EQ(b.Label("n"), nullptr);
+  ASSERT_NE(b.Label("s"), nullptr);
+  EXPECT_EQ(*b.Label("s"), "v");
+  EXPECT_FALSE(Selector::ParseLabels("n")->Matches(b));
+  EXPECT_TRUE(Selector::ParseFields("metadata.namespace=")->Matches(b));
+  EXPECT_FALSE(fields->Matches(b));
   auto unsupported = Selector::ParseFields("spec.type=x");
   ASSERT_FALSE(unsupported);
   EXPECT_EQ(unsupported.error(), "field label not supported: spec.type");

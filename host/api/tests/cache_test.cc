@@ -7,19 +7,17 @@
 namespace gpustack::api {
 namespace {
 
-ObjectPtr Object(const std::string& name, uint64_t version, const std::string& ns = "n") {
-  return std::make_shared<const nlohmann::json>(nlohmann::json{
-      {"metadata",
-       {{"name", name}, {"namespace", ns}, {"resourceVersion", std::to_string(version)}}}});
+nlohmann::json Object(const std::string& name, uint64_t version, const std::string& ns = "n") {
+  return {{"metadata",
+           {{"name", name}, {"namespace", ns}, {"resourceVersion", std::to_string(version)}}}};
 }
 
 struct Recorder {
   std::vector<std::string> seen;  // "TYPE name@version"
   bool open = true;
-  Watcher watcher(std::function<bool(const nlohmann::json&)> wants = {}) {
+  Watcher watcher(std::function<bool(const ServedObject&)> wants = {}) {
     return {std::move(wants), [this](const WatchEvent& e) {
-              seen.push_back(e.type + " " +
-                             (e.object ? e.object->at("metadata").value("name", "") : "") + "@" +
+              seen.push_back(e.type + " " + (e.object ? e.object->selectable.name : "") + "@" +
                              std::to_string(e.resource_version));
               return open;
             }};
@@ -53,9 +51,8 @@ TEST(ServedCache, WatchFromAVersionReplaysFromZeroListsAndTooOldIsGone) {
 
   // Live events reach the watchers that want them; a gone watcher is dropped.
   Recorder only_c;
-  ASSERT_TRUE(cache.Watch(15, only_c.watcher([](const nlohmann::json& o) {
-    return o["metadata"]["name"] == "c";
-  })));
+  ASSERT_TRUE(cache.Watch(
+      15, only_c.watcher([](const ServedObject& o) { return o.selectable.name == "c"; })));
   from_13.open = false;
   cache.Upsert(Object("c", 16));
   cache.Upsert(Object("d", 17));
@@ -73,37 +70,39 @@ TEST(ServedCache, WatchFromAVersionReplaysFromZeroListsAndTooOldIsGone) {
   const auto snapshot = cache.List();
   EXPECT_EQ(snapshot.resource_version, 20u);
   ASSERT_EQ(snapshot.objects.size(), 3u);  // a, c, d
-  EXPECT_EQ(KeyOf(*snapshot.objects[0]), "n/a");
+  EXPECT_EQ(snapshot.objects[0]->key(), "n/a");
+  EXPECT_EQ(snapshot.objects[0]->Parse(), Object("a", 14));
   EXPECT_NE(cache.Get("n/c"), nullptr);
   EXPECT_EQ(cache.Get("n/b"), nullptr);
 }
 
-// History is kept as text and parsed again for a watch that resumes: each replayed event carries
-// the object as it was at that version, not the current one.
+// History keeps each version as served: a watch that resumes gets the object as it was at that
+// version, not the current one.
 TEST(ServedCache, AResumedWatchGetsEachVersionAsItWas) {
   ServedCache cache(10);
   cache.MarkSynced(5);
   auto labelled = [](uint64_t version, const std::string& team) {
-    nlohmann::json o = *Object("a", version);
+    nlohmann::json o = Object("a", version);
     o["metadata"]["labels"] = {{"team", team}};
-    return std::make_shared<const nlohmann::json>(o);
+    return o;
   };
   cache.Upsert(labelled(6, "red"));
   cache.Upsert(labelled(7, "blue"));
   cache.Remove(labelled(8, "green"));
   std::vector<nlohmann::json> replayed;
   ASSERT_TRUE(cache.Watch(5, {{}, [&](const WatchEvent& e) {
-                                replayed.push_back(*e.object);
+                                replayed.push_back(e.object->Parse());
                                 return true;
                               }}));
   ASSERT_EQ(replayed.size(), 3u);
-  EXPECT_EQ(replayed[0], *labelled(6, "red"));
-  EXPECT_EQ(replayed[1], *labelled(7, "blue"));
-  EXPECT_EQ(replayed[2], *labelled(8, "green"));
+  EXPECT_EQ(replayed[0], labelled(6, "red"));
+  EXPECT_EQ(replayed[1], labelled(7, "blue"));
+  EXPECT_EQ(replayed[2], labelled(8, "green"));
   // A watcher's filter sees the replayed versions too.
   Recorder blue;
-  ASSERT_TRUE(cache.Watch(5, blue.watcher([](const nlohmann::json& o) {
-    return o["metadata"]["labels"]["team"] == "blue";
+  ASSERT_TRUE(cache.Watch(5, blue.watcher([](const ServedObject& o) {
+    const std::string* team = o.selectable.Label("team");
+    return team && *team == "blue";
   })));
   EXPECT_EQ(blue.seen, (std::vector<std::string>{"MODIFIED a@7"}));
 }
@@ -143,15 +142,15 @@ class KeepingBackend : public Backend {
 TEST(Backend, ReadYourWritesUntilTheCacheCatchesUp) {
   KeepingBackend b;
   b.cache().MarkSynced(1);
-  b.Remember(*Object("a", 5));  // the delete's answer: deletionTimestamp set, a finalizer left
-  EXPECT_EQ(b.Recent("n/a", nullptr)->at("metadata")["resourceVersion"], "5");
+  b.Remember(Object("a", 5));  // the delete's answer: deletionTimestamp set, a finalizer left
+  EXPECT_EQ(b.Recent("n/a", nullptr)->resource_version, 5u);
   b.cache().Upsert(Object("a", 4));
-  EXPECT_EQ(b.Recent("n/a", b.cache().Get("n/a"))->at("metadata")["resourceVersion"], "5");
+  EXPECT_EQ(b.Recent("n/a", b.cache().Get("n/a"))->resource_version, 5u);
   b.cache().Upsert(Object("a", 6));  // the finalizer removed
   b.cache().Remove(Object("a", 7));  // gone
   EXPECT_EQ(b.Recent("n/a", b.cache().Get("n/a")), nullptr);
   // Gone before the cache ever held it: the cache's version passing the write's says so.
-  b.Remember(*Object("b", 8));
+  b.Remember(Object("b", 8));
   EXPECT_NE(b.Recent("n/b", nullptr), nullptr);
   b.cache().Advance(9);
   EXPECT_EQ(b.Recent("n/b", nullptr), nullptr);
