@@ -100,8 +100,8 @@ def watch_delays(conn, spec, n):
             while True:
                 try:
                     chunk = answer.read1(65536)
-                except (OSError, ValueError):
-                    return
+                except (OSError, ValueError, http.client.HTTPException):
+                    return  # the stream was shut down below (an incomplete chunk)
                 if not chunk:
                     return
                 buffer += chunk

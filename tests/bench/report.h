@@ -1,5 +1,5 @@
 // What the load benchmarks (kube_bench, operator_bench) print: latency percentiles and a
-// process's memory from /proc. Figures only; nothing here asserts.
+// process's memory and CPU time from /proc. Figures only; nothing here asserts.
 #ifndef GPUSTACK_TESTS_BENCH_REPORT_H_
 #define GPUSTACK_TESTS_BENCH_REPORT_H_
 
@@ -7,8 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace gpustack::bench {
 
@@ -33,6 +37,20 @@ inline long StatusKb(const std::string& pid, const std::string& field) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind(field, 0) == 0) return std::stol(line.substr(field.size()));
   return -1;
+}
+
+// User plus system CPU time a process has used, in ms (/proc/<pid>/stat); -1 when unreadable.
+inline double CpuMs(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t comm_end = stat.rfind(')');  // the name may hold spaces and parentheses
+  if (comm_end == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(comm_end + 2));
+  std::string skip;
+  for (int field = 3; field < 14; ++field) fields >> skip;  // state .. cmajflt
+  unsigned long long utime = 0, stime = 0;
+  if (!(fields >> utime >> stime)) return -1;
+  return 1000.0 * static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace gpustack::bench
