@@ -229,8 +229,7 @@ struct ApiServer::State {
   }
 
   Response Get(Backend& b, const Call& call) {
-    const std::string key =
-        call.info.ns.empty() ? call.info.name : call.info.ns + "/" + call.info.name;
+    const std::string key = KeyOf(call.info.ns, call.info.name);
     ServedPtr object = b.Recent(key, b.cache().Get(key));
     if (!object) return b.Miss(call);
     if (!WantsTable(call.request)) return {200, *object->text};

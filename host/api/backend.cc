@@ -115,7 +115,7 @@ class ProxyBackend : public Backend {
         return StatusResponse(405, "MethodNotAllowed", "metrics can only be read (get)");
       if (!metrics_)
         return StatusResponse(503, "ServiceUnavailable", "this worker does not serve metrics");
-      const std::string key = call.info.ns + "/" + call.info.name;
+      const std::string key = KeyOf(call.info.ns, call.info.name);
       ServedPtr object = Recent(key, cache_.Get(key));
       if (object == nullptr) return NotFound(call);
       return metrics_(object->Parse());
@@ -241,7 +241,7 @@ class DerivedBackend : public Backend {
     if (!derived_.write)
       return StatusResponse(405, "MethodNotAllowed",
                             kind_.resource + " are read-only: " + call.info.verb + " is not served");
-    const std::string key = call.info.ns.empty() ? call.info.name : call.info.ns + "/" + call.info.name;
+    const std::string key = KeyOf(call.info.ns, call.info.name);
     ServedPtr current = call.info.name.empty() ? nullptr : Recent(key, cache_.Get(key));
     https::Response answer = derived_.write(
         client_, call, current ? std::make_shared<const Json>(current->Parse()) : nullptr);

@@ -14,14 +14,14 @@ uint64_t VersionOf(const nlohmann::json& object) {
 }
 
 std::string KeyOf(const nlohmann::json& object) {
-  const std::string ns = StringAt(object, {"metadata", "namespace"});
-  const std::string name = StringAt(object, {"metadata", "name"});
+  return KeyOf(StringAt(object, {"metadata", "namespace"}), StringAt(object, {"metadata", "name"}));
+}
+
+std::string KeyOf(const std::string& ns, const std::string& name) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-std::string ServedObject::key() const {
-  return selectable.ns.empty() ? selectable.name : selectable.ns + "/" + selectable.name;
-}
+std::string ServedObject::key() const { return KeyOf(selectable.ns, selectable.name); }
 
 // The text is this cache's own serialization of a parsed object: it parses.
 nlohmann::json ServedObject::Parse() const { return nlohmann::json::parse(*text); }

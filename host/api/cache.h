@@ -123,6 +123,8 @@ class ServedCache {
 // metadata.resourceVersion as a number; 0 when absent or not a number.
 uint64_t VersionOf(const nlohmann::json& object);
 std::string KeyOf(const nlohmann::json& object);
+// The cache's key: namespace/name, or the name of a cluster-scoped object.
+std::string KeyOf(const std::string& ns, const std::string& name);
 
 }  // namespace gpustack::api
 

@@ -74,6 +74,10 @@ TEST(ServedCache, WatchFromAVersionReplaysFromZeroListsAndTooOldIsGone) {
   EXPECT_EQ(snapshot.objects[0]->Parse(), Object("a", 14));
   EXPECT_NE(cache.Get("n/c"), nullptr);
   EXPECT_EQ(cache.Get("n/b"), nullptr);
+  // A cluster-scoped object (a Devices object) is kept by its name alone.
+  cache.Upsert(Object("node-1", 21, ""));
+  ASSERT_NE(cache.Get("node-1"), nullptr);
+  EXPECT_EQ(cache.Get("node-1")->key(), "node-1");
 }
 
 // History keeps each version as served: a watch that resumes gets the object as it was at that
