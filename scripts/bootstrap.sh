@@ -16,6 +16,7 @@ packages=(
   libyaml-cpp-dev           # YAML output of detect and monitor
   libtomlplusplus-dev       # preflight parses containerd's config (TOML)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # the kubelet gRPC APIs
+  libnghttp2-dev            # HTTP/2 for the node daemon's kubelet RPC (host/kubelet_rpc)
   # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
   openssl curl python3 python3-yaml
   # its real node (scripts/testbed/kubelet.sh): container runtime, CNI, a static busybox image
