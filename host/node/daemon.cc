@@ -180,7 +180,6 @@ class Daemon {
     log_->info("stopping: unregistering from the kubelet");
     if (dra) dra->Stop();
     runtime_.StopHealthLoop();
-    board_.Close();
     front.Stop();
     return status;
   }

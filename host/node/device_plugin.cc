@@ -5,24 +5,37 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include <grpcpp/grpcpp.h>
-
 #include <thread>
 
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
-#include "proto/deviceplugin.grpc.pb.h"
+#include "host/kubelet_rpc/client.h"
+#include "host/kubelet_rpc/server.h"
+#include "proto/deviceplugin.pb.h"
 
 namespace gpustack::node {
 namespace {
 
 constexpr const char* kHealthy = "Healthy";
 constexpr const char* kUnhealthy = "Unhealthy";
-// A ListAndWatch stream waits for a change this long before it looks whether the kubelet left.
-constexpr std::chrono::seconds kStreamRecheck{60};
+constexpr const char* kMethods = "/v1beta1.DevicePlugin/";
+// The kubelet answers a registration at once; a wait this long means it is stuck.
+constexpr std::chrono::seconds kRegisterTimeout{5};
 
-grpc::Status ToGrpc(const Error& error) {
-  return grpc::Status(static_cast<grpc::StatusCode>(error.code), error.message);
+template <class Message>
+Result<Message> Parse(std::string_view bytes) {
+  Message message;
+  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Error{
+        fmt::format("the request does not parse as {}", Message::descriptor()->full_name()),
+        Code::kInvalidArgument};
+  }
+  return message;
+}
+
+bool OffersPreferences(const ServedResource& resource) {
+  // Partitions and visibility are counts: no preference to give.
+  return resource.mode != ledger::Mode::kPartitioned && resource.mode != ledger::Mode::kNone;
 }
 
 void AddEdit(const sdk::ContainerEdit& edit, v1beta1::ContainerAllocateResponse& out) {
@@ -56,86 +69,110 @@ void AddEdit(const sdk::ContainerEdit& edit, v1beta1::ContainerAllocateResponse&
   }
 }
 
-class ResourceService final : public v1beta1::DevicePlugin::Service {
- public:
-  ResourceService(ServedResource resource, TokenBoard& board, Allocator& allocator,
-                  const std::atomic<bool>& stopping)
-      : resource_(std::move(resource)), board_(board), allocator_(allocator), stopping_(stopping) {}
-
-  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
-                                      v1beta1::DevicePluginOptions* out) override {
-    // Partitions and visibility are counts: no preference to give.
-    out->set_get_preferred_allocation_available(resource_.mode != ledger::Mode::kPartitioned &&
-                                                resource_.mode != ledger::Mode::kNone);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty*,
-                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
-    uint64_t seen = 0;
-    while (!stopping_ && !context->IsCancelled()) {
-      auto [version, tokens] = board_.Wait(resource_.name, seen, kStreamRecheck);
-      if (version == seen) continue;
-      seen = version;
-      v1beta1::ListAndWatchResponse response;
-      for (const Token& t : tokens) {
-        auto* device = response.add_devices();
-        device->set_id(t.id);
-        device->set_health(t.healthy ? kHealthy : kUnhealthy);
-        if (t.numa >= 0 && resource_.mode != ledger::Mode::kPartitioned) {
-          device->mutable_topology()->add_nodes()->set_id(t.numa);
-        }
-      }
-      if (!writer->Write(response)) break;
+std::string ListAndWatchResponse(const ServedResource& resource, const std::vector<Token>& tokens) {
+  v1beta1::ListAndWatchResponse response;
+  for (const Token& t : tokens) {
+    auto* device = response.add_devices();
+    device->set_id(t.id);
+    device->set_health(t.healthy ? kHealthy : kUnhealthy);
+    if (t.numa >= 0 && resource.mode != ledger::Mode::kPartitioned) {
+      device->mutable_topology()->add_nodes()->set_id(t.numa);
     }
-    return grpc::Status::OK;
   }
+  return response.SerializeAsString();
+}
 
-  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
-                                      const v1beta1::PreferredAllocationRequest* request,
-                                      v1beta1::PreferredAllocationResponse* out) override {
+}  // namespace
+
+// The open ListAndWatch streams of a generation, each with the board's version it last sent.
+struct KubeletFrontEnd::Streams {
+  struct Open {
+    const ServedResource* resource;
+    uint64_t version = 0;
+    std::shared_ptr<kubelet_rpc::ServerStream> stream;
+  };
+  std::mutex mutex;
+  std::vector<Open> open;
+
+  // Sends each open stream its resource's tokens when the board moved since its last send.
+  void Push(TokenBoard& board) {
+    std::lock_guard lock(mutex);
+    std::erase_if(open, [](const Open& o) { return !o.stream->open(); });
+    for (Open& o : open) {
+      auto [version, tokens] = board.Current(o.resource->name);
+      if (version == o.version) continue;
+      o.version = version;
+      o.stream->Send(ListAndWatchResponse(*o.resource, tokens));
+    }
+  }
+};
+
+namespace {
+
+// The v1beta1 DevicePlugin service of one resource: every decision is the Allocator's.
+std::shared_ptr<kubelet_rpc::Service> DevicePluginService(
+    const ServedResource& resource, TokenBoard& board, Allocator& allocator,
+    const std::shared_ptr<KubeletFrontEnd::Streams>& streams) {
+  auto service = std::make_shared<kubelet_rpc::Service>();
+  const std::string prefix = kMethods;
+  service->unary[prefix + "GetDevicePluginOptions"] = [&resource](std::string_view) {
+    v1beta1::DevicePluginOptions out;
+    out.set_get_preferred_allocation_available(OffersPreferences(resource));
+    return Result<std::string>(out.SerializeAsString());
+  };
+  service->streaming[prefix + "ListAndWatch"] =
+      [&resource, &board, weak = std::weak_ptr(streams)](
+          std::shared_ptr<kubelet_rpc::ServerStream> stream, std::string_view) {
+        auto streams = weak.lock();
+        if (!streams) return stream->Finish(Error{"the front end is stopping", Code::kUnavailable});
+        {
+          std::lock_guard lock(streams->mutex);
+          streams->open.push_back({&resource, 0, std::move(stream)});
+        }
+        streams->Push(board);  // the first list, at once
+      };
+  service->unary[prefix + "GetPreferredAllocation"] =
+      [&resource, &allocator](std::string_view bytes) -> Result<std::string> {
+    auto request = Parse<v1beta1::PreferredAllocationRequest>(bytes);
+    if (!request) return request.failure();
+    v1beta1::PreferredAllocationResponse out;
     for (const auto& r : request->container_requests()) {
       const std::vector<std::string> available(r.available_deviceids().begin(),
                                                r.available_deviceids().end());
       const std::vector<std::string> must(r.must_include_deviceids().begin(),
                                           r.must_include_deviceids().end());
-      auto* response = out->add_container_responses();
+      auto* response = out.add_container_responses();
       for (const std::string& id :
-           allocator_.Prefer(resource_, available, must, static_cast<size_t>(r.allocation_size())))
+           allocator.Prefer(resource, available, must, static_cast<size_t>(r.allocation_size())))
         response->add_deviceids(id);
     }
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
-                        v1beta1::AllocateResponse* out) override {
+    return out.SerializeAsString();
+  };
+  service->unary[prefix + "Allocate"] =
+      [&resource, &allocator](std::string_view bytes) -> Result<std::string> {
+    auto request = Parse<v1beta1::AllocateRequest>(bytes);
+    if (!request) return request.failure();
+    v1beta1::AllocateResponse out;
     for (const auto& r : request->container_requests()) {
       const std::vector<std::string> ids(r.devices_ids().begin(), r.devices_ids().end());
-      auto result = allocator_.Allocate(resource_, ids);
+      auto result = allocator.Allocate(resource, ids);
       if (!result) {
         // Enough to explain the refusal after the fact, at the default level.
         Logger("device-plugin")
-            ->warn("{}: Allocate of {} device(s) refused: {} ({})", resource_.name, ids.size(),
-                   result.error(), allocator_.ExplainOffer(resource_, ids));
-        return ToGrpc(result.failure());
+            ->warn("{}: Allocate of {} device(s) refused: {} ({})", resource.name, ids.size(),
+                   result.error(), allocator.ExplainOffer(resource, ids));
+        return result.failure();
       }
-      auto* response = out->add_container_responses();
+      auto* response = out.add_container_responses();
       for (const sdk::ContainerEdit& edit : result->edits) AddEdit(edit, *response);
     }
-    return grpc::Status::OK;
-  }
-
-  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
-                                 v1beta1::PreStartContainerResponse*) override {
-    return grpc::Status::OK;
-  }
-
- private:
-  const ServedResource resource_;
-  TokenBoard& board_;
-  Allocator& allocator_;
-  const std::atomic<bool>& stopping_;
-};
+    return out.SerializeAsString();
+  };
+  service->unary[prefix + "PreStartContainer"] = [](std::string_view) {
+    return Result<std::string>(v1beta1::PreStartContainerResponse().SerializeAsString());
+  };
+  return service;
+}
 
 }  // namespace
 
@@ -155,51 +192,39 @@ void TokenBoard::Refresh() {
   runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
     for (const ServedResource& r : resources_) next[r.name] = TokensOf(ledger, r);
   });
-  std::lock_guard lock(mutex_);
-  if (next == tokens_) return;
-  tokens_ = std::move(next);
-  ++version_;
-  changed_.notify_all();
+  std::function<void()> on_change;
+  {
+    std::lock_guard lock(mutex_);
+    if (next == tokens_) return;
+    tokens_ = std::move(next);
+    ++version_;
+    on_change = on_change_;
+  }
+  if (on_change) on_change();
 }
 
-std::pair<uint64_t, std::vector<Token>> TokenBoard::Wait(const std::string& resource, uint64_t seen,
-                                                         std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  const uint64_t kicks = kicks_;
-  changed_.wait_for(lock, timeout, [&] { return closed_ || version_ != seen || kicks_ != kicks; });
-  if (closed_) return {seen, {}};
+std::pair<uint64_t, std::vector<Token>> TokenBoard::Current(const std::string& resource) {
+  std::lock_guard lock(mutex_);
   auto it = tokens_.find(resource);
   return {version_, it == tokens_.end() ? std::vector<Token>{} : it->second};
 }
 
-void TokenBoard::Kick() {
+void TokenBoard::set_on_change(std::function<void()> on_change) {
   std::lock_guard lock(mutex_);
-  ++kicks_;
-  changed_.notify_all();
-}
-
-void TokenBoard::Close() {
-  std::lock_guard lock(mutex_);
-  closed_ = true;
-  changed_.notify_all();
+  on_change_ = std::move(on_change);
 }
 
 // One life of the servers: created when the daemon starts and whenever the kubelet comes back.
 struct KubeletFrontEnd::Generation {
   std::atomic<bool> stopping{false};
-  TokenBoard* board = nullptr;  // kicked on the way down, so streams see `stopping`
-  std::vector<std::unique_ptr<ResourceService>> services;
-  std::vector<std::unique_ptr<grpc::Server>> servers;
+  kubelet_rpc::Server server;
   std::vector<std::filesystem::path> sockets;
   std::thread registrar;
 
   ~Generation() {
     stopping = true;
-    if (board != nullptr) board->Kick();
     if (registrar.joinable()) registrar.join();
-    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
-    for (auto& server : servers) server->Shutdown(deadline);
-    for (auto& server : servers) server->Wait();
+    server.Stop();  // every stream ends; the kubelet sees its connections close
     std::error_code ignored;
     for (const auto& socket : sockets) std::filesystem::remove(socket, ignored);
   }
@@ -212,6 +237,7 @@ KubeletFrontEnd::~KubeletFrontEnd() { Stop(); }
 
 void KubeletFrontEnd::Start() {
   stop_ = false;
+  board_.set_on_change([this] { PushTokens(); });
   Serve();
   if (!watcher_.joinable()) {
     if (wakeup_fd_ < 0) wakeup_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -222,13 +248,13 @@ void KubeletFrontEnd::Start() {
   }
 }
 
-void ConfigureKubeletServer(grpc::ServerBuilder& builder) {
-  using Option = grpc::ServerBuilder::SyncServerOption;
-  builder.SetSyncServerOption(Option::NUM_CQS, 1);
-  builder.SetSyncServerOption(Option::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(Option::MAX_POLLERS, 2);
-  // An idle poller wakes when its wait times out (10 s by default) only to wait again.
-  builder.SetSyncServerOption(Option::CQ_TIMEOUT_MSEC, 3'600'000);
+void KubeletFrontEnd::PushTokens() {
+  std::shared_ptr<Streams> streams;
+  {
+    std::lock_guard lock(generation_mutex_);
+    streams = streams_;
+  }
+  if (streams) streams->Push(board_);
 }
 
 // A new generation. The watcher calls it too, so it never touches stop_: a Stop() racing a
@@ -236,36 +262,26 @@ void ConfigureKubeletServer(grpc::ServerBuilder& builder) {
 void KubeletFrontEnd::Serve() {
   auto started = std::chrono::steady_clock::now();
   auto generation = std::make_unique<Generation>();
-  generation->board = &board_;
+  auto streams = std::make_shared<Streams>();
   for (const ServedResource& resource : board_.resources()) {
     const std::filesystem::path socket = options_.device_plugin_dir / SocketName(resource.name);
-    std::error_code ignored;
-    std::filesystem::remove(socket, ignored);  // a stale one from an earlier life
-    auto service =
-        std::make_unique<ResourceService>(resource, board_, allocator_, generation->stopping);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix://" + socket.string(), grpc::InsecureServerCredentials());
-    builder.RegisterService(service.get());
-    ConfigureKubeletServer(builder);
-    auto server = builder.BuildAndStart();
-    if (!server) {
-      Logger("device-plugin")->error("{}: cannot serve on {}", resource.name, socket.string());
+    auto service = DevicePluginService(resource, board_, allocator_, streams);
+    if (Status listening = generation->server.Listen(socket, std::move(service)); !listening) {
+      Logger("device-plugin")->error("{}: cannot serve: {}", resource.name, listening.error());
       continue;
     }
-    generation->services.push_back(std::move(service));
-    generation->servers.push_back(std::move(server));
     generation->sockets.push_back(socket);
+  }
+  if (Status started = generation->server.Start("device-plugin"); !started) {
+    Logger("device-plugin")->error("cannot serve the kubelet: {}", started.error());
   }
   Generation* g = generation.get();
   g->registrar = std::thread([this, g, started] {
     NameThisThread("registrar");
-    const std::string kubelet =
-        "unix://" + (options_.device_plugin_dir / options_.kubelet_socket).string();
+    const std::filesystem::path kubelet = options_.device_plugin_dir / options_.kubelet_socket;
     std::vector<bool> done(board_.resources().size(), false);
     size_t remaining = done.size();
     while (!g->stopping && remaining > 0) {
-      auto channel = grpc::CreateChannel(kubelet, grpc::InsecureChannelCredentials());
-      auto stub = v1beta1::Registration::NewStub(channel);
       for (size_t i = 0; i < done.size() && !g->stopping; ++i) {
         if (done[i]) continue;
         const ServedResource& resource = board_.resources()[i];
@@ -274,28 +290,24 @@ void KubeletFrontEnd::Serve() {
         request.set_endpoint(SocketName(resource.name));
         request.set_resource_name(resource.name);
         request.mutable_options()->set_get_preferred_allocation_available(
-            resource.mode != ledger::Mode::kPartitioned && resource.mode != ledger::Mode::kNone);
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        v1beta1::Empty empty;
-        grpc::Status status = stub->Register(&context, request, &empty);
-        if (status.ok()) {
+            OffersPreferences(resource));
+        auto registered = kubelet_rpc::Call<v1beta1::Empty>(
+            kubelet, "/v1beta1.Registration/Register", request, kRegisterTimeout);
+        if (registered) {
           done[i] = true;
           --remaining;
           Logger("device-plugin")->info("{}: registered with the kubelet", resource.name);
         } else {
           Logger("device-plugin")
-              ->warn("{}: registration failed (retrying): {}", resource.name,
-                     status.error_message());
+              ->warn("{}: registration failed (retrying): {}", resource.name, registered.error());
         }
       }
       if (remaining == 0) break;
       // A kubelet coming back creates its socket: try again the moment it appears.
-      const std::filesystem::path socket = options_.device_plugin_dir / options_.kubelet_socket;
-      const bool was_there = std::filesystem::exists(socket);
+      const bool was_there = std::filesystem::exists(kubelet);
       const auto until = std::chrono::steady_clock::now() + options_.register_retry;
       while (!g->stopping && std::chrono::steady_clock::now() < until &&
-             (was_there || !std::filesystem::exists(socket))) {
+             (was_there || !std::filesystem::exists(kubelet))) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
@@ -309,7 +321,16 @@ void KubeletFrontEnd::Serve() {
     }
   });
   std::lock_guard lock(generation_mutex_);
-  generation_ = std::move(generation);
+  generation_ = std::move(generation);  // there is none: Start and the watcher end it first
+  streams_ = std::move(streams);
+}
+
+std::unique_ptr<KubeletFrontEnd::Generation> KubeletFrontEnd::TakeGeneration() {
+  // Taken under the lock, ended outside it: ending it joins the serving thread, which may be
+  // inside an Allocate whose ledger change pushes tokens (PushTokens takes the lock).
+  std::lock_guard lock(generation_mutex_);
+  streams_.reset();
+  return std::move(generation_);
 }
 
 void KubeletFrontEnd::Stop() {
@@ -318,8 +339,8 @@ void KubeletFrontEnd::Stop() {
   if (watcher_.joinable()) watcher_.join();
   if (wakeup_fd_ >= 0) close(wakeup_fd_);
   wakeup_fd_ = -1;
-  std::lock_guard lock(generation_mutex_);
-  generation_.reset();
+  board_.set_on_change(nullptr);
+  TakeGeneration().reset();
 }
 
 void KubeletFrontEnd::Watch() {
@@ -364,10 +385,7 @@ void KubeletFrontEnd::Watch() {
       }
     }
     if (restart && !stop_) {
-      {
-        std::lock_guard lock(generation_mutex_);
-        generation_.reset();  // servers down, sockets removed
-      }
+      TakeGeneration().reset();  // the server down, its sockets removed
       // Our own socket deletions from the reset are in the queue now: drop them.
       while (read(fd, buffer, sizeof(buffer)) > 0) {
       }

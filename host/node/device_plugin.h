@@ -7,21 +7,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host/node/allocator.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
-
-namespace grpc {
-class ServerBuilder;
-}
 
 namespace gpustack::node {
 
@@ -32,26 +29,20 @@ class TokenBoard {
   TokenBoard(runtime::NodeRuntime& runtime, std::vector<ServedResource> resources);
 
   const std::vector<ServedResource>& resources() const { return resources_; }
-  // Recomputes every resource's tokens from the ledger; wakes the streams when one changed.
+  // Recomputes every resource's tokens from the ledger; calls the listener when one changed.
   void Refresh();
-  // Waits until the version differs from `seen` or `timeout` passes; returns the version and
-  // the tokens of `resource` at that moment.
-  std::pair<uint64_t, std::vector<Token>> Wait(const std::string& resource, uint64_t seen,
-                                               std::chrono::milliseconds timeout);
-  // Wakes every wait without a change (a generation stopping).
-  void Kick();
-  // Ends every wait (shutdown).
-  void Close();
+  // The version now and the tokens of `resource` in it.
+  std::pair<uint64_t, std::vector<Token>> Current(const std::string& resource);
+  // Called after each change, on the thread that refreshed, outside the board's lock.
+  void set_on_change(std::function<void()> on_change);
 
  private:
   runtime::NodeRuntime& runtime_;
   const std::vector<ServedResource> resources_;
   std::mutex mutex_;
-  std::condition_variable changed_;
   uint64_t version_ = 1;
-  uint64_t kicks_ = 0;
-  bool closed_ = false;
   std::map<std::string, std::vector<Token>> tokens_;
+  std::function<void()> on_change_;
 };
 
 struct KubeletOptions {
@@ -61,7 +52,8 @@ struct KubeletOptions {
   std::chrono::milliseconds register_retry{1000};
 };
 
-// Serves every resource of a TokenBoard to the kubelet for as long as it lives.
+// Serves every resource of a TokenBoard to the kubelet for as long as it lives: one socket per
+// resource, every socket served by one thread (host/kubelet_rpc, docs/footprint.md).
 class KubeletFrontEnd {
  public:
   KubeletFrontEnd(TokenBoard& board, Allocator& allocator, KubeletOptions options);
@@ -78,15 +70,19 @@ class KubeletFrontEnd {
   int64_t last_registration_ms() const { return last_registration_ms_.load(); }
 
   struct Generation;
+  struct Streams;
 
  private:
   void Serve();  // one generation
+  void PushTokens();  // to every open ListAndWatch stream whose tokens are out of date
+  std::unique_ptr<Generation> TakeGeneration();
   void Watch();  // inotify on the directory: the kubelet's socket recreated, ours removed
 
   TokenBoard& board_;
   Allocator& allocator_;
   KubeletOptions options_;
   std::unique_ptr<Generation> generation_;
+  std::shared_ptr<Streams> streams_;  // the current generation's
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> registered_{0};
   std::atomic<int64_t> last_registration_ms_{0};
@@ -94,10 +90,6 @@ class KubeletFrontEnd {
   int wakeup_fd_ = -1;  // an eventfd: Stop() ends the watcher's poll
   std::mutex generation_mutex_;
 };
-
-// The sync-server options both kubelet front ends use: one completion queue, one or two pollers,
-// and an idle poller that waits an hour, not gRPC's 10 s (a wakeup for nothing; docs/footprint.md).
-void ConfigureKubeletServer(grpc::ServerBuilder& builder);
 
 // The socket file name for a resource: "gpustack-nvidia.com_gpu.sliced.sock".
 std::string SocketName(const std::string& resource);

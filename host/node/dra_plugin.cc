@@ -20,6 +20,17 @@ namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
 
 namespace {
 
+// The sync-server options: one completion queue, one or two pollers, and an idle poller that
+// waits an hour, not gRPC's 10 s (a wakeup for nothing; docs/footprint.md). The DRA plugin is
+// still served by gRPC; the device plugin by host/kubelet_rpc.
+void ConfigureKubeletServer(grpc::ServerBuilder& builder) {
+  using Option = grpc::ServerBuilder::SyncServerOption;
+  builder.SetSyncServerOption(Option::NUM_CQS, 1);
+  builder.SetSyncServerOption(Option::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(Option::MAX_POLLERS, 2);
+  builder.SetSyncServerOption(Option::CQ_TIMEOUT_MSEC, 3'600'000);
+}
+
 constexpr size_t kRecordLimit = 16 << 20;
 // The gRPC service this driver implements, as the registration names it.
 constexpr const char* kDraService = "v1.DRAPlugin";

@@ -1,10 +1,9 @@
 #include "host/node/pod_directory.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include "host/common/logging.h"
+#include "host/kubelet_rpc/client.h"
 #include "host/ledger/allocated.h"
-#include "proto/podresources.grpc.pb.h"
+#include "proto/podresources.pb.h"
 
 namespace gpustack::node {
 
@@ -33,20 +32,15 @@ std::optional<std::vector<Json>> KubePodDirectory::CachedPods() {
 std::optional<std::set<std::string>> KubePodDirectory::KubeletWaiting(const std::string& resource) {
   if (pod_resources_socket_.empty() || !std::filesystem::exists(pod_resources_socket_))
     return std::nullopt;
-  auto channel = grpc::CreateChannel("unix://" + pod_resources_socket_.string(),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::PodResourcesLister::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  v1::ListPodResourcesRequest request;
-  v1::ListPodResourcesResponse response;
-  grpc::Status status = stub->List(&context, request, &response);
-  if (!status.ok()) {
-    Logger("allocator")->debug("pod-resources List failed: {}", status.error_message());
+  auto response = kubelet_rpc::Call<v1::ListPodResourcesResponse>(
+      pod_resources_socket_, "/v1.PodResourcesLister/List", v1::ListPodResourcesRequest(),
+      std::chrono::seconds(2));
+  if (!response) {
+    Logger("allocator")->debug("pod-resources List failed: {}", response.error());
     return std::nullopt;
   }
   std::set<std::string> waiting;
-  for (const auto& pod : response.pod_resources()) {
+  for (const auto& pod : response->pod_resources()) {
     for (const auto& container : pod.containers()) {
       bool holds = false;
       for (const auto& devices : container.devices()) {

@@ -30,7 +30,7 @@ class KubePodDirectory final : public PodDirectory {
   kube::Client& client_;
   const std::string node_name_;
   const std::filesystem::path pod_resources_socket_;
-  std::atomic<kube::Informer*> informer_{nullptr};  // read by the gRPC threads
+  std::atomic<kube::Informer*> informer_{nullptr};  // read by the kubelet front end's thread
 };
 
 }  // namespace gpustack::node
