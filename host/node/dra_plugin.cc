@@ -1,7 +1,6 @@
 #include "host/node/dra_plugin.h"
 
 #include <fmt/ranges.h>
-#include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <set>
@@ -10,26 +9,15 @@
 #include "host/common/logging.h"
 #include "host/dra/cdi_spec.h"
 #include "host/dra/slices.h"
-#include "host/node/device_plugin.h"
-#include "proto/dra.grpc.pb.h"
-#include "proto/pluginregistration.grpc.pb.h"
+#include "host/kubelet_rpc/server.h"
+#include "proto/dra.pb.h"
+#include "proto/pluginregistration.pb.h"
 
 namespace gpustack::node {
 
 namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
 
 namespace {
-
-// The sync-server options: one completion queue, one or two pollers, and an idle poller that
-// waits an hour, not gRPC's 10 s (a wakeup for nothing; docs/footprint.md). The DRA plugin is
-// still served by gRPC; the device plugin by host/kubelet_rpc.
-void ConfigureKubeletServer(grpc::ServerBuilder& builder) {
-  using Option = grpc::ServerBuilder::SyncServerOption;
-  builder.SetSyncServerOption(Option::NUM_CQS, 1);
-  builder.SetSyncServerOption(Option::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(Option::MAX_POLLERS, 2);
-  builder.SetSyncServerOption(Option::CQ_TIMEOUT_MSEC, 3'600'000);
-}
 
 constexpr size_t kRecordLimit = 16 << 20;
 // The gRPC service this driver implements, as the registration names it.
@@ -39,79 +27,83 @@ dra::ClaimRef RefOf(const drapb::Claim& claim) {
   return {claim.namespace_(), claim.name(), claim.uid()};
 }
 
+// A unary method of `Request` to `Response`: parse, answer, serialize.
+template <class Request, class Response>
+kubelet_rpc::UnaryHandler Method(std::function<void(const Request&, Response&)> answer) {
+  return [answer = std::move(answer)](std::string_view bytes) -> Result<std::string> {
+    Request request;
+    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return Error{
+          fmt::format("the request does not parse as {}", Request::descriptor()->full_name()),
+          Code::kInvalidArgument};
+    }
+    Response response;
+    answer(request, response);
+    return response.SerializeAsString();
+  };
+}
+
+// v1.DRAPlugin on the driver's socket: the kubelet's prepare and unprepare calls.
+std::shared_ptr<kubelet_rpc::Service> PluginService(DraFrontEnd& front) {
+  auto service = std::make_shared<kubelet_rpc::Service>();
+  const std::string prefix = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/";  // proto/dra.proto
+  service->unary[prefix + "NodePrepareResources"] =
+      Method<drapb::NodePrepareResourcesRequest, drapb::NodePrepareResourcesResponse>(
+          [&front](const auto& request, auto& out) {
+            for (const drapb::Claim& claim : request.claims()) {
+              const PrepareOutcome outcome = front.Prepare(RefOf(claim));
+              drapb::NodePrepareResourceResponse& answer = (*out.mutable_claims())[claim.uid()];
+              if (!outcome.error.empty()) {
+                answer.set_error(outcome.error);
+                continue;
+              }
+              for (size_t i = 0; i < outcome.devices.size(); ++i) {
+                const dra::AllocatedDevice& d = outcome.devices[i];
+                drapb::Device* device = answer.add_devices();
+                device->add_request_names(d.request);
+                device->set_pool_name(d.pool);
+                device->set_device_name(d.device);
+                for (const std::string& id : outcome.cdi_devices[i]) device->add_cdi_device_ids(id);
+              }
+            }
+          });
+  service->unary[prefix + "NodeUnprepareResources"] =
+      Method<drapb::NodeUnprepareResourcesRequest, drapb::NodeUnprepareResourcesResponse>(
+          [&front](const auto& request, auto& out) {
+            for (const drapb::Claim& claim : request.claims()) {
+              (*out.mutable_claims())[claim.uid()].set_error(front.Unprepare(RefOf(claim)));
+            }
+          });
+  return service;
+}
+
+// pluginregistration.Registration on the registry socket: how the kubelet finds the driver.
+std::shared_ptr<kubelet_rpc::Service> RegistrationService(DraFrontEnd& front) {
+  auto service = std::make_shared<kubelet_rpc::Service>();
+  const std::string prefix = "/pluginregistration.Registration/";  // proto/pluginregistration.proto
+  service->unary[prefix + "GetInfo"] =
+      Method<pluginregistration::InfoRequest, pluginregistration::PluginInfo>(
+          [&front](const auto&, auto& out) {
+            out.set_type("DRAPlugin");
+            out.set_name(dra::kDriverName);
+            out.set_endpoint(front.socket_path().string());
+            out.add_supported_versions(kDraService);
+          });
+  service->unary[prefix + "NotifyRegistrationStatus"] =
+      Method<pluginregistration::RegistrationStatus,
+             pluginregistration::RegistrationStatusResponse>([&front](const auto& status, auto&) {
+        front.set_registered(status.plugin_registered());
+        if (status.plugin_registered()) {
+          Logger("dra")->info("the kubelet registered DRA driver {}", dra::kDriverName);
+        } else {
+          Logger("dra")->error("the kubelet refused DRA driver {}: {}", dra::kDriverName,
+                               status.error());
+        }
+      });
+  return service;
+}
+
 }  // namespace
-
-// Both services on one server, listening on both sockets: one set of pollers for the driver.
-struct DraFrontEnd::Services {
-  class Plugin final : public drapb::DRAPlugin::Service {
-   public:
-    explicit Plugin(DraFrontEnd& front) : front_(front) {}
-    grpc::Status NodePrepareResources(grpc::ServerContext*,
-                                      const drapb::NodePrepareResourcesRequest* request,
-                                      drapb::NodePrepareResourcesResponse* out) override {
-      for (const drapb::Claim& claim : request->claims()) {
-        const PrepareOutcome outcome = front_.Prepare(RefOf(claim));
-        drapb::NodePrepareResourceResponse& answer = (*out->mutable_claims())[claim.uid()];
-        if (!outcome.error.empty()) {
-          answer.set_error(outcome.error);
-          continue;
-        }
-        for (size_t i = 0; i < outcome.devices.size(); ++i) {
-          const dra::AllocatedDevice& d = outcome.devices[i];
-          drapb::Device* device = answer.add_devices();
-          device->add_request_names(d.request);
-          device->set_pool_name(d.pool);
-          device->set_device_name(d.device);
-          for (const std::string& id : outcome.cdi_devices[i]) device->add_cdi_device_ids(id);
-        }
-      }
-      return grpc::Status::OK;
-    }
-    grpc::Status NodeUnprepareResources(grpc::ServerContext*,
-                                        const drapb::NodeUnprepareResourcesRequest* request,
-                                        drapb::NodeUnprepareResourcesResponse* out) override {
-      for (const drapb::Claim& claim : request->claims()) {
-        (*out->mutable_claims())[claim.uid()].set_error(front_.Unprepare(RefOf(claim)));
-      }
-      return grpc::Status::OK;
-    }
-
-   private:
-    DraFrontEnd& front_;
-  };
-
-  class Registration final : public pluginregistration::Registration::Service {
-   public:
-    explicit Registration(DraFrontEnd& front) : front_(front) {}
-    grpc::Status GetInfo(grpc::ServerContext*, const pluginregistration::InfoRequest*,
-                         pluginregistration::PluginInfo* out) override {
-      out->set_type("DRAPlugin");
-      out->set_name(dra::kDriverName);
-      out->set_endpoint(front_.socket_path().string());
-      out->add_supported_versions(kDraService);
-      return grpc::Status::OK;
-    }
-    grpc::Status NotifyRegistrationStatus(
-        grpc::ServerContext*, const pluginregistration::RegistrationStatus* status,
-        pluginregistration::RegistrationStatusResponse*) override {
-      front_.set_registered(status->plugin_registered());
-      if (status->plugin_registered()) {
-        Logger("dra")->info("the kubelet registered DRA driver {}", dra::kDriverName);
-      } else {
-        Logger("dra")->error("the kubelet refused DRA driver {}: {}", dra::kDriverName,
-                             status->error());
-      }
-      return grpc::Status::OK;
-    }
-
-   private:
-    DraFrontEnd& front_;
-  };
-
-  explicit Services(DraFrontEnd& front) : plugin(front), registration(front) {}
-  Plugin plugin;
-  Registration registration;
-};
 
 DraFrontEnd::DraFrontEnd(runtime::NodeRuntime& runtime, Allocator& allocator,
                          ClaimReader read_claim, std::string node_name, DraOptions options)
@@ -179,19 +171,16 @@ Status DraFrontEnd::Start() {
   for (const auto& socket : {socket_path(), registration_socket_path()}) {
     std::filesystem::remove(socket, ec);  // a stale one from an earlier life
   }
-  services_ = std::make_unique<Services>(*this);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + socket_path().string(), grpc::InsecureServerCredentials());
-  builder.AddListeningPort("unix://" + registration_socket_path().string(),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&services_->plugin);
-  builder.RegisterService(&services_->registration);
-  ConfigureKubeletServer(builder);
-  server_ = builder.BuildAndStart();
-  if (!server_) {
-    return Error{"cannot serve DRA driver " + std::string(dra::kDriverName) + " on " +
-                 socket_path().string() + " and " + registration_socket_path().string()};
+  // Both sockets on one server, one thread for the driver.
+  auto server = std::make_unique<kubelet_rpc::Server>();
+  Status serving = server->Listen(socket_path(), PluginService(*this));
+  if (serving) serving = server->Listen(registration_socket_path(), RegistrationService(*this));
+  if (serving) serving = server->Start("dra-plugin");
+  if (!serving) {
+    return serving.failure().WithContext("cannot serve DRA driver " +
+                                         std::string(dra::kDriverName) + ": ");
   }
+  server_ = std::move(server);
   Logger("dra")->info("DRA driver {} serving on {}, registration at {}", dra::kDriverName,
                       socket_path().string(), registration_socket_path().string());
   return Ok{};
@@ -199,7 +188,7 @@ Status DraFrontEnd::Start() {
 
 void DraFrontEnd::Stop() {
   if (!server_) return;
-  server_->Shutdown();
+  server_->Stop();
   server_.reset();
   std::error_code ec;
   // The registration socket first: the kubelet then deregisters the driver.

@@ -24,7 +24,7 @@
 #include "host/node/allocator.h"
 #include "host/runtime/node_runtime.h"
 
-namespace grpc {
+namespace gpustack::kubelet_rpc {
 class Server;
 }
 
@@ -68,7 +68,7 @@ class DraFrontEnd {
   Status Start();
   void Stop();
 
-  // The kubelet's two calls (the gRPC services translate to these).
+  // The kubelet's two calls (the RPC services translate to these).
   PrepareOutcome Prepare(const dra::ClaimRef& claim);
   std::string Unprepare(const dra::ClaimRef& claim);  // empty: done
 
@@ -91,9 +91,7 @@ class DraFrontEnd {
   std::atomic<bool> registered_{false};
   mutable std::mutex mutex_;  // prepares, unprepares and the record, one at a time
   std::map<std::string, dra::PreparedClaim> claims_;  // by uid
-  struct Services;
-  std::unique_ptr<Services> services_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<kubelet_rpc::Server> server_;
 };
 
 }  // namespace gpustack::node
