@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "host/common/result.h"
+#include "host/kubelet_rpc/message.h"
 
 namespace gpustack::kubelet_rpc {
 
@@ -28,10 +29,10 @@ Result<Response> Call(const std::filesystem::path& socket, std::string_view meth
                       const Request& request, std::chrono::milliseconds timeout) {
   auto bytes = CallUnary(socket, method, request.SerializeAsString(), timeout);
   if (!bytes) return bytes.failure();
-  Response response;
-  if (!response.ParseFromString(*bytes)) {
-    return Error{fmt::format("{} on {}: the response does not parse as {}", method, socket.string(),
-                             Response::descriptor()->full_name()),
+  auto response = ParseMessage<Response>(*bytes);
+  if (!response) {
+    // The server's bytes are wrong, not the caller's request.
+    return Error{fmt::format("{} on {}: {}", method, socket.string(), response.error()),
                  Code::kInternal};
   }
   return response;

@@ -10,6 +10,7 @@
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
 #include "host/kubelet_rpc/client.h"
+#include "host/kubelet_rpc/message.h"
 #include "host/kubelet_rpc/server.h"
 #include "proto/deviceplugin.pb.h"
 
@@ -21,17 +22,6 @@ constexpr const char* kUnhealthy = "Unhealthy";
 constexpr const char* kMethods = "/v1beta1.DevicePlugin/";
 // The kubelet answers a registration at once; a wait this long means it is stuck.
 constexpr std::chrono::seconds kRegisterTimeout{5};
-
-template <class Message>
-Result<Message> Parse(std::string_view bytes) {
-  Message message;
-  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return Error{
-        fmt::format("the request does not parse as {}", Message::descriptor()->full_name()),
-        Code::kInvalidArgument};
-  }
-  return message;
-}
 
 bool OffersPreferences(const ServedResource& resource) {
   // Partitions and visibility are counts: no preference to give.
@@ -133,7 +123,7 @@ std::shared_ptr<kubelet_rpc::Service> DevicePluginService(
       };
   service->unary[prefix + "GetPreferredAllocation"] =
       [&resource, &allocator](std::string_view bytes) -> Result<std::string> {
-    auto request = Parse<v1beta1::PreferredAllocationRequest>(bytes);
+    auto request = kubelet_rpc::ParseMessage<v1beta1::PreferredAllocationRequest>(bytes);
     if (!request) return request.failure();
     v1beta1::PreferredAllocationResponse out;
     for (const auto& r : request->container_requests()) {
@@ -150,7 +140,7 @@ std::shared_ptr<kubelet_rpc::Service> DevicePluginService(
   };
   service->unary[prefix + "Allocate"] =
       [&resource, &allocator](std::string_view bytes) -> Result<std::string> {
-    auto request = Parse<v1beta1::AllocateRequest>(bytes);
+    auto request = kubelet_rpc::ParseMessage<v1beta1::AllocateRequest>(bytes);
     if (!request) return request.failure();
     v1beta1::AllocateResponse out;
     for (const auto& r : request->container_requests()) {
@@ -192,15 +182,14 @@ void TokenBoard::Refresh() {
   runtime_.WithLedger([&](ledger::NodeLedger& ledger) {
     for (const ServedResource& r : resources_) next[r.name] = TokensOf(ledger, r);
   });
-  std::function<void()> on_change;
   {
     std::lock_guard lock(mutex_);
     if (next == tokens_) return;
     tokens_ = std::move(next);
     ++version_;
-    on_change = on_change_;
   }
-  if (on_change) on_change();
+  std::lock_guard listening(listener_mutex_);
+  if (on_change_) on_change_();
 }
 
 std::pair<uint64_t, std::vector<Token>> TokenBoard::Current(const std::string& resource) {
@@ -210,7 +199,7 @@ std::pair<uint64_t, std::vector<Token>> TokenBoard::Current(const std::string& r
 }
 
 void TokenBoard::set_on_change(std::function<void()> on_change) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(listener_mutex_);
   on_change_ = std::move(on_change);
 }
 

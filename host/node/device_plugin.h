@@ -33,7 +33,8 @@ class TokenBoard {
   void Refresh();
   // The version now and the tokens of `resource` in it.
   std::pair<uint64_t, std::vector<Token>> Current(const std::string& resource);
-  // Called after each change, on the thread that refreshed, outside the board's lock.
+  // Called after each change, on the thread that refreshed, outside the board's lock. Setting
+  // another waits for a call in progress, so a listener cleared is never called again.
   void set_on_change(std::function<void()> on_change);
 
  private:
@@ -42,6 +43,7 @@ class TokenBoard {
   std::mutex mutex_;
   uint64_t version_ = 1;
   std::map<std::string, std::vector<Token>> tokens_;
+  std::mutex listener_mutex_;  // held while the listener runs
   std::function<void()> on_change_;
 };
 

@@ -9,6 +9,7 @@
 #include "host/common/logging.h"
 #include "host/dra/cdi_spec.h"
 #include "host/dra/slices.h"
+#include "host/kubelet_rpc/message.h"
 #include "host/kubelet_rpc/server.h"
 #include "proto/dra.pb.h"
 #include "proto/pluginregistration.pb.h"
@@ -31,14 +32,10 @@ dra::ClaimRef RefOf(const drapb::Claim& claim) {
 template <class Request, class Response>
 kubelet_rpc::UnaryHandler Method(std::function<void(const Request&, Response&)> answer) {
   return [answer = std::move(answer)](std::string_view bytes) -> Result<std::string> {
-    Request request;
-    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      return Error{
-          fmt::format("the request does not parse as {}", Request::descriptor()->full_name()),
-          Code::kInvalidArgument};
-    }
+    auto request = kubelet_rpc::ParseMessage<Request>(bytes);
+    if (!request) return request.failure();
     Response response;
-    answer(request, response);
+    answer(*request, response);
     return response.SerializeAsString();
   };
 }

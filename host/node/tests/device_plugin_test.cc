@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "host/kubelet_rpc/client.h"
 #include "host/node/tests/node_fixture.h"
 #include "proto/deviceplugin.grpc.pb.h"
 
@@ -135,6 +136,13 @@ TEST(KubeletFrontEnd, RegistersServesPushesAndServesAgain) {
   status = base_stub->Allocate(&refused_context, request, &response);
   EXPECT_FALSE(status.ok());
   EXPECT_FALSE(status.error_message().empty());
+
+  // Bytes that are no AllocateRequest: refused as such, the server still serving.
+  auto garbage = kubelet_rpc::CallUnary(dir / SocketName(base.name),
+                                        "/v1beta1.DevicePlugin/Allocate", "\xff\xff\xff", 5s);
+  ASSERT_FALSE(garbage);
+  EXPECT_EQ(garbage.code(), Code::kInvalidArgument);
+  EXPECT_NE(garbage.error().find("v1beta1.AllocateRequest"), std::string::npos) << garbage.error();
 
   // A socket removed (as a restarting kubelet removes them): served and registered again; the
   // old stream ends, a new one lists what the ledger holds.
