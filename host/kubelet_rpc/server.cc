@@ -36,10 +36,21 @@ bool ServerStream::Send(std::string message) {
   {
     std::lock_guard lock(outbox_->mutex);
     if (outbox_->ended || outbox_->finish) return false;
-    outbox_->frames.push_back(FrameMessage(message));
+    if (outbox_->frames.size() >= kMaxQueuedMessages) {
+      // The client reads nothing (HTTP/2's flow control holds the rest here): end the call
+      // rather than keep all it will never read.
+      outbox_->finish = Error{
+          fmt::format("the client has not read {} messages: the call is ended", kMaxQueuedMessages),
+          Code::kResourceExhausted};
+      outbox_->frames.clear();
+      Logger("kubelet-rpc")
+          ->warn("a streaming call ended: its client read none of {} messages", kMaxQueuedMessages);
+    } else {
+      outbox_->frames.push_back(FrameMessage(message));
+    }
   }
   outbox_->waker->Wake();
-  return true;
+  return open();
 }
 
 void ServerStream::Finish(Status status) {

@@ -8,6 +8,7 @@
 #ifndef GPUSTACK_HOST_KUBELET_RPC_SERVER_H_
 #define GPUSTACK_HOST_KUBELET_RPC_SERVER_H_
 
+#include <cstddef>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -21,11 +22,16 @@
 
 namespace gpustack::kubelet_rpc {
 
+// Messages a streaming call keeps for a client that does not read them; one more ends the call
+// (RESOURCE_EXHAUSTED), so a stuck client cannot make the server hold without bound.
+inline constexpr size_t kMaxQueuedMessages = 1000;
+
 // The sending half of one server-streaming call. Thread-safe: any thread may send.
 class ServerStream {
  public:
   // Queues one message (its serialized bytes); false once the call has ended (the client
-  // cancelled, its connection closed, or the server stopped).
+  // cancelled, its connection closed, the server stopped, or the client read none of the last
+  // kMaxQueuedMessages).
   bool Send(std::string message);
   // Ends the call with `status` after what is queued.
   void Finish(Status status = Ok{});

@@ -209,6 +209,43 @@ TEST_F(RpcTest, AFinishedStreamEndsWithItsStatusAndAStoppedServerEndsTheRest) {
   EXPECT_FALSE(last->Finish().ok());
 }
 
+TEST_F(RpcTest, AStreamWhoseClientReadsNothingEndsInsteadOfGrowing) {
+  std::shared_ptr<ServerStream> stream;
+  std::mutex mutex;
+  auto service = std::make_shared<Service>();
+  service->streaming[kListAndWatch] = [&](std::shared_ptr<ServerStream> s, std::string_view) {
+    std::lock_guard lock(mutex);
+    stream = std::move(s);
+  };
+  Server server;
+  ASSERT_TRUE(server.Listen(Socket("a.sock"), service));
+  ASSERT_TRUE(server.Start("rpc-test"));
+  auto stub = Stub(Socket("a.sock"));
+  grpc::ClientContext context;
+  auto reader = stub->ListAndWatch(&context, {});  // never read
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  std::shared_ptr<ServerStream> held;
+  while (held == nullptr && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+    std::lock_guard lock(mutex);
+    held = stream;
+  }
+  ASSERT_NE(held, nullptr);
+  // 64 KiB messages: HTTP/2's windows take a few; the rest wait in the server until the limit.
+  v1beta1::ListAndWatchResponse big;
+  big.add_devices()->set_id(std::string(64 << 10, 'x'));
+  const std::string bytes = big.SerializeAsString();
+  size_t sent = 0;
+  while (sent < 4 * kMaxQueuedMessages && held->Send(bytes)) {
+    ++sent;
+    if (sent % 100 == 0) std::this_thread::sleep_for(1ms);  // let the serving thread take some
+  }
+  EXPECT_LT(sent, 4 * kMaxQueuedMessages) << "the server kept every message a client never read";
+  EXPECT_GE(sent, kMaxQueuedMessages);
+  EXPECT_FALSE(held->open());
+  context.TryCancel();
+}
+
 TEST_F(RpcTest, HostileBytesCloseOnlyTheirConnection) {
   Server server;
   ASSERT_TRUE(server.Listen(Socket("a.sock"), AllocatingService("ok")));
