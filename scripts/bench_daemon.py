@@ -139,6 +139,10 @@ def measure(a, daemon, log_path, started):
     if registered_ms is None:
         sys.exit(f"the daemon did not register within 60 s; its log: {log_path}")
     own = [l for l in open(log_path) if "every resource registered" in l][0].strip()
+    # A daemon that found no card (its plugins not built, a fixture its plugins do not match)
+    # "registers every resource" at once, of none: its figures would measure nothing.
+    if not any("registered with the kubelet" in l for l in open(log_path)):
+        sys.exit(f"the daemon serves no resource (no card found?); its log: {log_path}")
     print(f"exec -> every resource registered: {registered_ms:.0f} ms   (daemon: {own.split('] ')[-1]})")
     print(f"settling {a.settle} s, then {a.idle} idle s ...", flush=True)
     time.sleep(a.settle)
