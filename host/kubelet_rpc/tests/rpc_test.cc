@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "host/kubelet_rpc/client.h"
@@ -71,6 +72,42 @@ class RpcTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// A ListAndWatch service that keeps every stream it is given, each first sent `first` when set.
+class StreamKeeper {
+ public:
+  explicit StreamKeeper(std::optional<std::string> first = std::nullopt)
+      : first_(std::move(first)) {}
+
+  std::shared_ptr<Service> MakeService() {
+    auto service = std::make_shared<Service>();
+    service->streaming[kListAndWatch] = [this](std::shared_ptr<ServerStream> s, std::string_view) {
+      if (first_) {
+        EXPECT_TRUE(s->Send(*first_));
+      }
+      std::lock_guard lock(mutex_);
+      streams_.push_back(std::move(s));
+    };
+    return service;
+  }
+  // The `n`th stream (from 0) once it has arrived, or nullptr after 5 s.
+  std::shared_ptr<ServerStream> Wait(size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (streams_.size() > n) return streams_[n];
+      }
+      if (std::chrono::steady_clock::now() > until) return nullptr;
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+ private:
+  const std::optional<std::string> first_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<ServerStream>> streams_;
+};
+
 TEST_F(RpcTest, ServesUnaryCallsToGrpcClientsOnEverySocket) {
   Server server;
   ASSERT_TRUE(server.Listen(Socket("a.sock"), AllocatingService("from-a")));
@@ -108,18 +145,11 @@ TEST_F(RpcTest, AGrpcClientReadsTheHandlersRefusalAndUnknownMethods) {
 }
 
 TEST_F(RpcTest, StreamsUntilTheClientCancels) {
-  std::shared_ptr<ServerStream> stream;
-  std::mutex mutex;
-  auto service = std::make_shared<Service>();
-  service->streaming[kListAndWatch] = [&](std::shared_ptr<ServerStream> s, std::string_view) {
-    v1beta1::ListAndWatchResponse first;
-    first.add_devices()->set_id("gpu-0");
-    EXPECT_TRUE(s->Send(first.SerializeAsString()));
-    std::lock_guard lock(mutex);
-    stream = std::move(s);
-  };
+  v1beta1::ListAndWatchResponse first;
+  first.add_devices()->set_id("gpu-0");
+  StreamKeeper keeper(first.SerializeAsString());
   Server server;
-  ASSERT_TRUE(server.Listen(Socket("a.sock"), service));
+  ASSERT_TRUE(server.Listen(Socket("a.sock"), keeper.MakeService()));
   ASSERT_TRUE(server.Start("rpc-test"));
 
   auto stub = Stub(Socket("a.sock"));
@@ -130,11 +160,7 @@ TEST_F(RpcTest, StreamsUntilTheClientCancels) {
   EXPECT_EQ(response.devices(0).id(), "gpu-0");
 
   // Another thread sends; several messages at once arrive in order.
-  std::shared_ptr<ServerStream> held;
-  {
-    std::lock_guard lock(mutex);
-    held = stream;
-  }
+  std::shared_ptr<ServerStream> held = keeper.Wait(0);
   ASSERT_NE(held, nullptr);
   EXPECT_TRUE(held->open());
   std::thread sender([held] {
@@ -159,15 +185,9 @@ TEST_F(RpcTest, StreamsUntilTheClientCancels) {
 }
 
 TEST_F(RpcTest, AFinishedStreamEndsWithItsStatusAndAStoppedServerEndsTheRest) {
-  std::vector<std::shared_ptr<ServerStream>> streams;
-  std::mutex mutex;
-  auto service = std::make_shared<Service>();
-  service->streaming[kListAndWatch] = [&](std::shared_ptr<ServerStream> s, std::string_view) {
-    std::lock_guard lock(mutex);
-    streams.push_back(std::move(s));
-  };
+  StreamKeeper keeper;
   auto server = std::make_unique<Server>();
-  ASSERT_TRUE(server->Listen(Socket("a.sock"), service));
+  ASSERT_TRUE(server->Listen(Socket("a.sock"), keeper.MakeService()));
   ASSERT_TRUE(server->Start("rpc-test"));
   auto stub = Stub(Socket("a.sock"));
 
@@ -175,14 +195,9 @@ TEST_F(RpcTest, AFinishedStreamEndsWithItsStatusAndAStoppedServerEndsTheRest) {
   auto finished = stub->ListAndWatch(&finished_context, {});
   grpc::ClientContext stopped_context;
   auto stopped = stub->ListAndWatch(&stopped_context, {});
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  for (;;) {
-    std::lock_guard lock(mutex);
-    if (streams.size() == 2 || std::chrono::steady_clock::now() > until) break;
-  }
-  ASSERT_EQ(streams.size(), 2u);
-  // gRPC's client may open the two in either order: finish whichever came first, then see
-  // which reader ended.
+  const std::vector<std::shared_ptr<ServerStream>> streams = {keeper.Wait(0), keeper.Wait(1)};
+  ASSERT_NE(streams[1], nullptr);
+  // gRPC's client may open the two in either order: both end with the same status.
   streams[0]->Finish(Error{"the kubelet front end is going away", Code::kUnavailable});
   streams[1]->Finish(Error{"the kubelet front end is going away", Code::kUnavailable});
   v1beta1::ListAndWatchResponse response;
@@ -196,40 +211,25 @@ TEST_F(RpcTest, AFinishedStreamEndsWithItsStatusAndAStoppedServerEndsTheRest) {
   // A stream still open when the server stops.
   grpc::ClientContext last_context;
   auto last = stub->ListAndWatch(&last_context, {});
-  for (;;) {
-    std::lock_guard lock(mutex);
-    if (streams.size() == 3 || std::chrono::steady_clock::now() > until) break;
-  }
-  ASSERT_EQ(streams.size(), 3u);
-  EXPECT_TRUE(streams[2]->open());
+  std::shared_ptr<ServerStream> open = keeper.Wait(2);
+  ASSERT_NE(open, nullptr);
+  EXPECT_TRUE(open->open());
   server.reset();
-  EXPECT_FALSE(streams[2]->open());
-  EXPECT_FALSE(streams[2]->Send("after the end"));
+  EXPECT_FALSE(open->open());
+  EXPECT_FALSE(open->Send("after the end"));
   EXPECT_FALSE(last->Read(&response));
   EXPECT_FALSE(last->Finish().ok());
 }
 
 TEST_F(RpcTest, AStreamWhoseClientReadsNothingEndsInsteadOfGrowing) {
-  std::shared_ptr<ServerStream> stream;
-  std::mutex mutex;
-  auto service = std::make_shared<Service>();
-  service->streaming[kListAndWatch] = [&](std::shared_ptr<ServerStream> s, std::string_view) {
-    std::lock_guard lock(mutex);
-    stream = std::move(s);
-  };
+  StreamKeeper keeper;
   Server server;
-  ASSERT_TRUE(server.Listen(Socket("a.sock"), service));
+  ASSERT_TRUE(server.Listen(Socket("a.sock"), keeper.MakeService()));
   ASSERT_TRUE(server.Start("rpc-test"));
   auto stub = Stub(Socket("a.sock"));
   grpc::ClientContext context;
   auto reader = stub->ListAndWatch(&context, {});  // never read
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  std::shared_ptr<ServerStream> held;
-  while (held == nullptr && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(5ms);
-    std::lock_guard lock(mutex);
-    held = stream;
-  }
+  std::shared_ptr<ServerStream> held = keeper.Wait(0);
   ASSERT_NE(held, nullptr);
   // 64 KiB messages: HTTP/2's windows take a few; the rest wait in the server until the limit.
   v1beta1::ListAndWatchResponse big;
