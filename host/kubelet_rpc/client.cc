@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "host/kubelet_rpc/framing.h"
+#include "host/kubelet_rpc/nghttp2_glue.h"
 #include "host/kubelet_rpc/socket.h"
 
 namespace gpustack::kubelet_rpc {
@@ -32,10 +33,7 @@ struct Exchange {
 Exchange& ExchangeOf(void* user_data) { return *static_cast<Exchange*>(user_data); }
 
 ssize_t SendBytes(nghttp2_session*, const uint8_t* data, size_t length, int, void* user_data) {
-  const ssize_t n = send(ExchangeOf(user_data).fd.get(), data, length, MSG_NOSIGNAL);
-  if (n >= 0) return n;
-  if (errno == EAGAIN || errno == EWOULDBLOCK) return NGHTTP2_ERR_WOULDBLOCK;
-  return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return SendNonBlocking(ExchangeOf(user_data).fd.get(), data, length);
 }
 
 int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t name_length,
@@ -81,12 +79,6 @@ ssize_t ReadRequest(nghttp2_session*, int32_t, uint8_t* buffer, size_t length, u
   exchange.sent += n;
   if (exchange.sent == exchange.request.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
   return static_cast<ssize_t>(n);
-}
-
-nghttp2_nv Header(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
 }
 
 struct Session {

@@ -98,31 +98,6 @@ std::string PercentDecode(std::string_view text) {
   return out;
 }
 
-std::optional<std::chrono::nanoseconds> ParseTimeout(std::string_view value) {
-  if (value.size() < 2 || value.size() > 9) return std::nullopt;
-  const std::string_view digits = value.substr(0, value.size() - 1);
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  const int64_t amount = std::stoll(std::string(digits));
-  using namespace std::chrono;
-  switch (value.back()) {
-    case 'H':
-      return duration_cast<nanoseconds>(hours(amount));
-    case 'M':
-      return duration_cast<nanoseconds>(minutes(amount));
-    case 'S':
-      return duration_cast<nanoseconds>(seconds(amount));
-    case 'm':
-      return duration_cast<nanoseconds>(milliseconds(amount));
-    case 'u':
-      return duration_cast<nanoseconds>(microseconds(amount));
-    case 'n':
-      return nanoseconds(amount);
-    default:
-      return std::nullopt;
-  }
-}
-
 std::string FormatTimeout(std::chrono::milliseconds timeout) {
   const int64_t ms = std::max<int64_t>(timeout.count(), 0);
   // Eight digits at most: beyond 99,999,999 ms, seconds.

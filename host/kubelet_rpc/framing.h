@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +37,8 @@ Result<std::vector<std::string>> TakeMessages(std::string& buffer,
 std::string PercentEncode(std::string_view text);
 std::string PercentDecode(std::string_view text);
 
-// grpc-timeout: at most eight digits and a unit (H M S m u n). nullopt when malformed.
-std::optional<std::chrono::nanoseconds> ParseTimeout(std::string_view value);
+// grpc-timeout as the client sends it: at most eight digits and a unit (here m or S). The
+// server does not read it: its handlers answer at once or fail.
 std::string FormatTimeout(std::chrono::milliseconds timeout);
 
 // Whether a content-type names gRPC ("application/grpc" or "application/grpc+proto", any case).

@@ -18,6 +18,7 @@
 #include "host/common/logging.h"
 #include "host/common/process_stop.h"
 #include "host/kubelet_rpc/framing.h"
+#include "host/kubelet_rpc/nghttp2_glue.h"
 #include "host/kubelet_rpc/socket.h"
 
 namespace gpustack::kubelet_rpc {
@@ -88,7 +89,6 @@ struct Call {
 
 struct Listener {
   FileDescriptor fd;
-  std::string socket;
   std::shared_ptr<const Service> service;
 };
 
@@ -108,12 +108,6 @@ struct Connection {
   }
 };
 
-nghttp2_nv Header(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
-}
-
 Connection& ConnectionOf(void* user_data) { return *static_cast<Connection*>(user_data); }
 
 Call* CallOf(Connection& connection, int32_t stream_id) {
@@ -122,10 +116,7 @@ Call* CallOf(Connection& connection, int32_t stream_id) {
 }
 
 ssize_t SendBytes(nghttp2_session*, const uint8_t* data, size_t length, int, void* user_data) {
-  const ssize_t n = send(ConnectionOf(user_data).fd.get(), data, length, MSG_NOSIGNAL);
-  if (n >= 0) return n;
-  if (errno == EAGAIN || errno == EWOULDBLOCK) return NGHTTP2_ERR_WOULDBLOCK;
-  return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return SendNonBlocking(ConnectionOf(user_data).fd.get(), data, length);
 }
 
 int OnBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
@@ -428,7 +419,7 @@ Status Server::Listen(const std::filesystem::path& socket, std::shared_ptr<const
   if (impl_->thread.joinable()) return Error{"Listen after Start", Code::kFailedPrecondition};
   auto fd = ListenUnix(socket);
   if (!fd) return fd.failure();
-  impl_->listeners.push_back({std::move(*fd), socket.string(), std::move(service)});
+  impl_->listeners.push_back({std::move(*fd), std::move(service)});
   return Ok{};
 }
 
