@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -407,6 +408,9 @@ class Daemon {
     next_discovery_ = std::chrono::steady_clock::now() + options_.discover_period;
     next_reconcile_ = std::chrono::steady_clock::now() + options_.reconcile_period;
     while (!stop_.stop_requested()) {
+      // No thread waits for a health poll: a poll that overran is found here, at its deadline.
+      next_health_check_ =
+          runtime_.CheckHealthPolls().value_or(std::chrono::steady_clock::time_point::max());
       std::set<std::string> gone = WaitForWork();
       if (stop_.stop_requested()) break;
       if (labels_changed_) {
@@ -435,9 +439,9 @@ class Daemon {
   std::set<std::string> WaitForWork() {
     std::set<std::string> gone;
     std::unique_lock lock(wake_mutex_);
-    wake_.wait_until(lock, stop_, std::min(next_discovery_, next_reconcile_), [this] {
-      return dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty();
-    });
+    wake_.wait_until(
+        lock, stop_, std::min({next_discovery_, next_reconcile_, next_health_check_}),
+        [this] { return dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty(); });
     gone.swap(deleted_);
     return gone;
   }
@@ -544,7 +548,7 @@ class Daemon {
   std::condition_variable_any wake_;  // waited for with stop_
   std::set<std::string> deleted_;     // uids
   std::atomic<bool> dirty_{true}, pods_changed_{false}, labels_changed_{false};
-  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_;
+  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_health_check_;
 
   std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
   MetricsInput latest_ = [this] {

@@ -545,61 +545,60 @@ Result<std::vector<sdk::DeviceNode>> NodeRuntime::DeviceNodes(const std::string&
 
 void NodeRuntime::StartHealthLoop(std::chrono::milliseconds poll_timeout,
                                   std::function<void()> on_change) {
-  for (Running& r : running_) {
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Running& r = running_[i];
     const PluginStatus& status = report_.plugins[r.status];
     if (!status.identity || !status.identity->Has(GPUSTACK_CAP_HEALTH_EVENTS) ||
-        !r.backend->Provides(Hook::kPollHealthEvents)) {
+        !r.backend->Provides(Hook::kPollHealthEvents) || r.backend->hung()) {
       continue;
     }
     GuardedBackend* backend = r.backend.get();
     const size_t index = r.status;
-    health_threads_.emplace_back([this, backend, index, poll_timeout, on_change,
-                                  thread_name = "health-" + status.name](std::stop_token own) {
-      NameThisThread(thread_name);
-      const auto timeout = static_cast<uint32_t>(poll_timeout.count());
-      while (!own.stop_requested() && !StopRequested() && !backend->hung()) {
-        const auto asked = std::chrono::steady_clock::now();
-        auto events = backend->PollHealthEvents(timeout);
-        if (backend->hung()) {  // reported at once, not at the next discovery
-          std::lock_guard lock(mutex_);
-          report_.plugins[index].state = PluginState::kHung;
-          report_.plugins[index].error = Error{backend->hung_reason(), Code::kDeadlineExceeded};
-          break;
-        }
-        if (!events) {
-          if (own.stop_requested() || StopRequested()) break;  // interrupted on the way out
-          Logger("runtime")->warn("health poll failed: {}", events.error());
-          SleepUntil(std::chrono::steady_clock::now() + poll_timeout, own);  // never busy
-          continue;
-        }
-        if (events->empty()) {
-          // A plugin that answers at once instead of waiting its timeout is not polled flat out.
-          SleepUntil(asked + poll_timeout, own);
-          continue;
-        }
-        {
-          std::lock_guard lock(mutex_);
-          PluginStatus& status = report_.plugins[index];
-          for (const sdk::HealthEvent& e : *events) {
-            if (!last_good_.SetHealth(e.accelerator_id, e.health, e.reason)) continue;
-            Logger("runtime")->warn("{}: card {} is now {}{}", status.name, e.accelerator_id,
-                                    HealthName(e.health), e.reason.empty() ? "" : ": " + e.reason);
-          }
-          if (auto entry = last_good_.entries().find(status.name);
-              entry != last_good_.entries().end()) {
-            status.groups = entry->second.groups;
-          }
-          RebuildSpecLocked();
-        }
-        if (on_change) on_change();
+    backend->StartHealthPolls(poll_timeout, [this, index, on_change](
+                                                Result<std::vector<sdk::HealthEvent>> events) {
+      if (!events) {
+        if (!StopRequested()) Logger("runtime")->warn("health poll failed: {}", events.error());
+        return;
       }
+      {
+        std::lock_guard lock(mutex_);
+        PluginStatus& status = report_.plugins[index];
+        for (const sdk::HealthEvent& e : *events) {
+          if (!last_good_.SetHealth(e.accelerator_id, e.health, e.reason)) continue;
+          Logger("runtime")->warn("{}: card {} is now {}{}", status.name, e.accelerator_id,
+                                  HealthName(e.health), e.reason.empty() ? "" : ": " + e.reason);
+        }
+        if (auto entry = last_good_.entries().find(status.name);
+            entry != last_good_.entries().end()) {
+          status.groups = entry->second.groups;
+        }
+        RebuildSpecLocked();
+      }
+      if (on_change) on_change();
     });
+    health_polled_.push_back(i);
   }
 }
 
+std::optional<std::chrono::steady_clock::time_point> NodeRuntime::CheckHealthPolls() {
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const size_t i : health_polled_) {
+    const Running& r = running_[i];
+    if (auto due = r.backend->CheckHealthPolls(now)) {
+      if (!next || *due < *next) next = due;
+    } else if (r.backend->hung()) {
+      std::lock_guard lock(mutex_);
+      report_.plugins[r.status].state = PluginState::kHung;
+      report_.plugins[r.status].error = Error{r.backend->hung_reason(), Code::kDeadlineExceeded};
+    }
+  }
+  return next;
+}
+
 void NodeRuntime::StopHealthLoop() {
-  for (std::jthread& t : health_threads_) t.request_stop();
-  health_threads_.clear();  // joins
+  for (const size_t i : health_polled_) running_[i].backend->StopHealthPolls();
+  health_polled_.clear();
 }
 
 }  // namespace gpustack::runtime

@@ -150,9 +150,11 @@ class NodeRuntime {
     return fn(*ledger_);
   }
 
-  // Polls every plugin with health events on its own thread; a change updates the published
-  // card and calls `on_change` (from that thread).
+  // Polls every plugin with health events on its poll lane; a change updates the published card
+  // and calls `on_change` (from that lane's thread). Nothing waits for a poll: the owner calls
+  // CheckHealthPolls by the time it names, which reports a plugin whose poll overran hung.
   void StartHealthLoop(std::chrono::milliseconds poll_timeout, std::function<void()> on_change);
+  std::optional<std::chrono::steady_clock::time_point> CheckHealthPolls();
   void StopHealthLoop();
 
  private:
@@ -181,7 +183,7 @@ class NodeRuntime {
   std::unique_ptr<ledger::NodeLedger> ledger_;
   std::vector<Running> running_;
 
-  std::vector<std::jthread> health_threads_;
+  std::vector<size_t> health_polled_;  // indices into running_; their owner's thread only
 };
 
 }  // namespace gpustack::runtime

@@ -6,6 +6,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -93,6 +94,17 @@ struct GuardedBackend::Lane {
       }
     });
   }
+  // Queues `job`; its ticket, which `finished` reaches when it has run.
+  uint64_t Submit(std::function<void()> job) {
+    uint64_t ticket = 0;
+    {
+      std::lock_guard lock(state->mutex);
+      state->jobs.push_back(std::move(job));
+      ticket = ++state->submitted;
+    }
+    state->wake.notify_one();
+    return ticket;
+  }
   // A call is still running (or waiting) that its caller gave up on.
   bool Busy() {
     std::lock_guard lock(state->mutex);
@@ -104,6 +116,19 @@ struct GuardedBackend::Lane {
   std::mutex serial;   // one caller at a time on this lane
   CrashJournal::Slot* slot;
   std::string name;  // of its thread: <manufacturer>-call or -poll
+};
+
+struct GuardedBackend::HealthPolls {
+  static constexpr int64_t kNotInside = std::numeric_limits<int64_t>::min();
+
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds limit{0};  // a poll inside the plugin longer than this is hung
+  std::mutex mutex;
+  std::condition_variable_any wake;  // stop
+  std::atomic<bool> stop{false};     // set under `mutex`, read without it too
+  std::mutex handler_mutex;          // held while the handler runs
+  HealthHandler handler;
+  std::atomic<int64_t> inside_since{kNotInside};  // steady clock ticks, while inside the plugin
 };
 
 namespace {
@@ -136,6 +161,7 @@ GuardedBackend::GuardedBackend(std::unique_ptr<PluginBackend> inner, WatchdogOpt
 }
 
 GuardedBackend::~GuardedBackend() {
+  StopHealthPolls();
   if (hung() || calls_->Busy() || polls_->Busy()) {
     // A thread may still be inside the plugin: never wait for it, and never destroy what it may
     // still touch. The plugin, its lanes and their journal slots stay to the process's end.
@@ -193,24 +219,18 @@ R GuardedBackend::Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline
   // Everything the job touches is owned by the job: an abandoned call may finish long after the
   // caller (and this backend) are gone.
   auto result = std::make_shared<std::optional<R>>();
-  uint64_t ticket = 0;
-  {
-    std::lock_guard lock(lane.state->mutex);
-    lane.state->jobs.push_back([result, inner = inner_, journal = options_.journal,
-                                slot = lane.slot, hook, manufacturer = identity_.manufacturer,
-                                fn = std::forward<Fn>(fn)]() mutable {
-      if (journal != nullptr) journal->Enter(slot, hook);
-      try {
-        result->emplace(fn(*inner));
-      } catch (const std::exception& e) {  // the backend's own code, never the plugin's
-        result->emplace(Error{manufacturer + ": " + std::string(HookName(hook)) + ": " + e.what(),
-                              Code::kInternal});
-      }
-      if (journal != nullptr) journal->Leave(slot);
-    });
-    ticket = ++lane.state->submitted;
-  }
-  lane.state->wake.notify_one();
+  const uint64_t ticket =
+      lane.Submit([result, inner = inner_, journal = options_.journal, slot = lane.slot, hook,
+                   manufacturer = identity_.manufacturer, fn = std::forward<Fn>(fn)]() mutable {
+        if (journal != nullptr) journal->Enter(slot, hook);
+        try {
+          result->emplace(fn(*inner));
+        } catch (const std::exception& e) {  // the backend's own code, never the plugin's
+          result->emplace(Error{manufacturer + ": " + std::string(HookName(hook)) + ": " + e.what(),
+                                Code::kInternal});
+        }
+        if (journal != nullptr) journal->Leave(slot);
+      });
 
   const auto until = Clock::now() + deadline;
   std::unique_lock lock(lane.state->mutex);
@@ -226,18 +246,115 @@ R GuardedBackend::Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline
   if (done) return std::move(**result);
   lock.unlock();
   const std::string abandoned = name + " did not return within " + Seconds(deadline);
-  {
-    std::lock_guard reason(reason_mutex_);
-    hung_reason_ = abandoned;
-  }
-  hung_.store(true, std::memory_order_release);
-  if (options_.journal != nullptr) options_.journal->MarkHung(lane.slot);
-  Logger("watchdog")
-      ->error("plugin {} is hung: {}; it will not be called again", identity_.manufacturer,
-              abandoned);
+  MarkHung(lane, abandoned);
   return Error{identity_.manufacturer + ": " + abandoned +
                    "; the plugin is marked hung and will not be called again",
                Code::kDeadlineExceeded};
+}
+
+void GuardedBackend::MarkHung(Lane& lane, const std::string& reason) {
+  {
+    std::lock_guard lock(reason_mutex_);
+    if (hung()) return;  // the first reason stands
+    hung_reason_ = reason;
+    hung_.store(true, std::memory_order_release);
+  }
+  if (options_.journal != nullptr) options_.journal->MarkHung(lane.slot);
+  if (std::shared_ptr<HealthPolls> polls = Health()) {
+    {  // no further poll, and no handler for one that returns late
+      std::lock_guard lock(polls->mutex);
+      polls->stop = true;
+    }
+    polls->wake.notify_all();
+  }
+  Logger("watchdog")
+      ->error("plugin {} is hung: {}; it will not be called again", identity_.manufacturer, reason);
+}
+
+std::shared_ptr<GuardedBackend::HealthPolls> GuardedBackend::Health() const {
+  std::lock_guard lock(health_mutex_);
+  return health_;
+}
+
+void GuardedBackend::StartHealthPolls(std::chrono::milliseconds timeout, HealthHandler on_result) {
+  if (Health() != nullptr || hung()) return;
+  auto polls = std::make_shared<HealthPolls>();
+  polls->timeout = timeout;
+  polls->limit = timeout + options_.deadline;
+  polls->handler = std::move(on_result);
+  {
+    std::lock_guard lock(health_mutex_);
+    health_ = polls;
+  }
+  polls_->Start();
+  // Owns what it touches: a poll may return long after this backend is gone.
+  health_ticket_ = polls_->Submit([polls, inner = inner_, journal = options_.journal,
+                                   slot = polls_->slot, manufacturer = identity_.manufacturer] {
+    const auto timeout_ms = static_cast<uint32_t>(polls->timeout.count());
+    while (!polls->stop && !StopRequested()) {
+      const auto asked = Clock::now();
+      polls->inside_since.store(asked.time_since_epoch().count(), std::memory_order_release);
+      if (journal != nullptr) journal->Enter(slot, Hook::kPollHealthEvents);
+      Result<std::vector<sdk::HealthEvent>> events = std::vector<sdk::HealthEvent>{};
+      try {
+        events = inner->PollHealthEvents(timeout_ms);
+      } catch (const std::exception& e) {  // the backend's own code, never the plugin's
+        events = Error{manufacturer + ": poll health events: " + e.what(), Code::kInternal};
+      }
+      if (journal != nullptr) journal->Leave(slot);
+      polls->inside_since.store(HealthPolls::kNotInside, std::memory_order_release);
+      const bool failed = !events;
+      const bool found = !failed && !events->empty();
+      if (failed || found) {
+        std::lock_guard handling(polls->handler_mutex);
+        if (polls->handler && !polls->stop) polls->handler(std::move(events));
+      }
+      if (found) continue;  // there may be more
+      // Never flat out: a plugin that answers at once, or fails, is asked again a timeout later.
+      const auto until = failed ? Clock::now() + polls->timeout : asked + polls->timeout;
+      std::unique_lock lock(polls->mutex);
+      polls->wake.wait_until(lock, ProcessStopToken(), until, [&] { return polls->stop.load(); });
+    }
+  });
+}
+
+void GuardedBackend::StopHealthPolls() {
+  std::shared_ptr<HealthPolls> polls = Health();
+  if (polls == nullptr) return;
+  {
+    std::lock_guard lock(polls->mutex);
+    polls->stop = true;
+  }
+  polls->wake.notify_all();
+  {
+    std::lock_guard handling(polls->handler_mutex);  // waits for a handler that runs
+    polls->handler = nullptr;
+  }
+  // The loop ends once the poll inside the plugin returns: waited for up to its deadline, unless
+  // the plugin is hung (never waited for).
+  if (!hung()) {
+    std::unique_lock lock(polls_->state->mutex);
+    const bool ended =
+        polls_->state->done.wait_until(lock, ProcessStopToken(), Clock::now() + polls->limit,
+                                       [&] { return polls_->state->finished >= health_ticket_; });
+    lock.unlock();
+    if (!ended && !StopRequested()) {
+      MarkHung(*polls_, "poll health events did not return within " + Seconds(polls->limit));
+    }
+  }
+  std::lock_guard lock(health_mutex_);
+  health_ = nullptr;
+}
+
+std::optional<Clock::time_point> GuardedBackend::CheckHealthPolls(Clock::time_point now) {
+  std::shared_ptr<HealthPolls> polls = Health();
+  if (polls == nullptr || hung()) return std::nullopt;
+  const int64_t since = polls->inside_since.load(std::memory_order_acquire);
+  if (since == HealthPolls::kNotInside) return now + polls->limit;  // between two polls
+  const Clock::time_point due = Clock::time_point(Clock::duration(since)) + polls->limit;
+  if (now < due) return due;
+  MarkHung(*polls_, "poll health events did not return within " + Seconds(polls->limit));
+  return std::nullopt;
 }
 
 Result<std::unique_ptr<PluginBackend>> GuardedLoad(
@@ -340,6 +457,10 @@ Result<client::MetricsSnapshot> GuardedBackend::SampleMetrics(const sdk::Metrics
 }
 
 Result<std::vector<sdk::HealthEvent>> GuardedBackend::PollHealthEvents(uint32_t timeout_ms) {
+  if (Health() != nullptr) {  // the lane is the polls' loop's
+    return Error{identity_.manufacturer + ": poll health events: polls already run",
+                 Code::kFailedPrecondition};
+  }
   return Call<Result<std::vector<sdk::HealthEvent>>>(
       *polls_, Hook::kPollHealthEvents, options_.deadline + std::chrono::milliseconds(timeout_ms),
       [timeout_ms](PluginBackend& b) { return b.PollHealthEvents(timeout_ms); });

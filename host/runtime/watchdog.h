@@ -4,6 +4,9 @@
 // caller waits at most the deadline. A plugin that misses it is marked hung, reported, and never
 // called again in this process; nothing ever waits for its stuck thread, shutdown included. Each
 // call is recorded in the crash journal while it runs, so a crash names the plugin and hook.
+// Health polls are the exception to "the caller waits": they run back to back on their lane, and
+// the owner looks at their deadline with CheckHealthPolls (docs/footprint.md: a waiting caller
+// would wake twice for every poll that found nothing).
 #ifndef GPUSTACK_HOST_RUNTIME_WATCHDOG_H_
 #define GPUSTACK_HOST_RUNTIME_WATCHDOG_H_
 
@@ -12,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "host/runtime/backend.h"
@@ -55,8 +59,22 @@ class GuardedBackend final : public PluginBackend {
   // True once a call missed its deadline.
   bool hung() const { return hung_.load(std::memory_order_acquire); }
   std::string hung_reason() const;
-  // True while a health poll is still inside the plugin (one its caller gave up on, for a stop).
+  // True while the health polls' lane is still busy: a poll inside the plugin, or the polls'
+  // loop not yet ended.
   bool polling() const;
+
+  // Health polls, one after another on the poll lane, until StopHealthPolls. `on_result` gets,
+  // on that lane's thread, every poll that found events or failed (never an empty list). A plugin
+  // that answers at once is polled once per `timeout`, and one that fails waits `timeout` too.
+  using HealthHandler = std::function<void(Result<std::vector<sdk::HealthEvent>>)>;
+  void StartHealthPolls(std::chrono::milliseconds timeout, HealthHandler on_result);
+  // No handler runs once it returns. Waits for a poll inside the plugin to return, at most to its
+  // deadline (the process's stop cuts the wait short; the destructor then abandons the lane).
+  void StopHealthPolls();
+  // Marks the plugin hung when a poll has been inside it longer than its timeout plus the
+  // deadline. Otherwise, while polls run, when to look again.
+  std::optional<std::chrono::steady_clock::time_point> CheckHealthPolls(
+      std::chrono::steady_clock::time_point now);
 
   const PluginIdentity& identity() const override { return identity_; }
   bool Provides(Hook hook) const override { return inner_->Provides(hook); }
@@ -75,18 +93,24 @@ class GuardedBackend final : public PluginBackend {
   Result<sdk::Slice> PrepareSlice(const sdk::PrepareSliceRequest& request) override;
   Status UnprepareSlice(const sdk::UnprepareSliceRequest& request) override;
 
-  struct Lane;  // a thread and its one pending job
+  struct Lane;         // a thread and its one pending job
+  struct HealthPolls;  // the polls' loop, shared with the lane's thread
 
  private:
   template <class R, class Fn>
   R Call(Lane& lane, Hook hook, std::chrono::milliseconds deadline, Fn&& fn);
   Error HungError(Hook hook) const;
+  void MarkHung(Lane& lane, const std::string& reason);
+  std::shared_ptr<HealthPolls> Health() const;
 
   std::shared_ptr<PluginBackend> inner_;  // shared with the lanes' jobs
   const PluginIdentity identity_;
   WatchdogOptions options_;
   std::unique_ptr<Lane> calls_;
   std::unique_ptr<Lane> polls_;
+  mutable std::mutex health_mutex_;
+  std::shared_ptr<HealthPolls> health_;  // while polls run; under health_mutex_
+  uint64_t health_ticket_ = 0;           // the polls' job on polls_ (its owner's thread only)
   std::atomic<bool> hung_{false};
   mutable std::mutex reason_mutex_;
   std::string hung_reason_;
