@@ -298,6 +298,11 @@ void Dispatch(Connection& connection, int32_t stream_id, const std::shared_ptr<W
 }  // namespace
 
 struct Server::Impl {
+  struct Watched {
+    int fd;
+    std::function<void()> on_readable;
+  };
+  std::vector<Watched> watched;
   std::vector<Listener> listeners;
   std::vector<std::unique_ptr<Connection>> connections;
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
@@ -376,6 +381,7 @@ struct Server::Impl {
     while (!stopping) {
       fds.clear();
       fds.push_back({waker->fd(), POLLIN, 0});
+      for (const Watched& w : watched) fds.push_back({w.fd, POLLIN, 0});
       for (const Listener& listener : listeners) fds.push_back({listener.fd.get(), POLLIN, 0});
       for (const auto& connection : connections) {
         short events = POLLIN;
@@ -385,16 +391,20 @@ struct Server::Impl {
       if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
       if (stopping) break;
       if ((fds[0].revents & POLLIN) != 0) waker->Drain();
-      for (size_t i = 0; i < listeners.size(); ++i) {
-        if ((fds[1 + i].revents & POLLIN) != 0) Accept(listeners[i]);
+      const pollfd* polled_fd = fds.data() + 1;
+      for (const Watched& w : watched) {
+        if (((polled_fd++)->revents & (POLLIN | POLLHUP | POLLERR)) != 0) w.on_readable();
+      }
+      for (const Listener& listener : listeners) {
+        if (((polled_fd++)->revents & POLLIN) != 0) Accept(listener);
       }
       // Connections accepted just now are not in `fds`: they are polled next time round.
-      const size_t polled = fds.size() - 1 - listeners.size();
+      const size_t polled = static_cast<size_t>(fds.data() + fds.size() - polled_fd);
       std::vector<bool> over(connections.size(), false);
       for (size_t i = 0; i < connections.size(); ++i) {
         Connection& connection = *connections[i];
         bool alive = true;
-        if (i < polled && (fds[1 + listeners.size() + i].revents & (POLLIN | POLLHUP | POLLERR)))
+        if (i < polled && (polled_fd[i].revents & (POLLIN | POLLHUP | POLLERR)))
           alive = Receive(connection);
         over[i] = !alive || !Advance(connection);
       }
@@ -420,6 +430,13 @@ Status Server::Listen(const std::filesystem::path& socket, std::shared_ptr<const
   auto fd = ListenUnix(socket);
   if (!fd) return fd.failure();
   impl_->listeners.push_back({std::move(*fd), std::move(service)});
+  return Ok{};
+}
+
+Status Server::Watch(int fd, std::function<void()> on_readable) {
+  if (impl_->thread.joinable()) return Error{"Watch after Start", Code::kFailedPrecondition};
+  if (fd < 0) return Error{"Watch: no descriptor", Code::kInvalidArgument};
+  impl_->watched.push_back({fd, std::move(on_readable)});
   return Ok{};
 }
 

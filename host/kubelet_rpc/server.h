@@ -66,6 +66,10 @@ class Server {
 
   // Binds and listens on `socket` (a stale file there is replaced). Before Start() only.
   Status Listen(const std::filesystem::path& socket, std::shared_ptr<const Service> service);
+  // Calls `on_readable` on the serving thread whenever `fd` is readable (the poll is
+  // level-triggered: it must read what is there). Before Start only; `fd` stays its caller's, open
+  // until Stop returns. For a descriptor whose events would otherwise need a thread of their own.
+  Status Watch(int fd, std::function<void()> on_readable);
   // Serves every socket on one thread, named `thread_name`.
   Status Start(std::string_view thread_name);
   // Ends every call (streams see open() false), closes every connection and listener, joins the

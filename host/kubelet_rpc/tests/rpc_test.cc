@@ -1,7 +1,9 @@
 // The server against gRPC's own client, the client against gRPC's own server: each end of the
 // kubelet's conversations checked against the implementation the kubelet's side is compatible
 // with (the kubelet's grpc-go speaks the same protocol).
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,6 +126,37 @@ TEST_F(RpcTest, ServesUnaryCallsToGrpcClientsOnEverySocket) {
       EXPECT_EQ(response.container_responses(0).envs().at("gpu-1"), tag);
     }
   }
+}
+
+TEST_F(RpcTest, AWatchedDescriptorIsReadOnTheServingThreadBetweenCalls) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), 0);
+  FileDescriptor read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  std::atomic<int> bytes{0};
+  std::atomic<bool> on_server_thread{false};
+  Server server;
+  ASSERT_TRUE(server.Listen(Socket("a.sock"), AllocatingService("from-a")));
+  ASSERT_TRUE(server.Watch(read_end.get(), [&] {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    on_server_thread = std::string(name) == "rpc-test";
+    char buffer[64];
+    for (ssize_t n; (n = read(read_end.get(), buffer, sizeof buffer)) > 0;) bytes += n;
+  }));
+  ASSERT_TRUE(server.Start("rpc-test"));
+  EXPECT_FALSE(server.Watch(read_end.get(), [] {})) << "after Start";
+  ASSERT_EQ(write(write_end.get(), "abc", 3), 3);
+  for (int i = 0; i < 200 && bytes < 3; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(bytes, 3);
+  EXPECT_TRUE(on_server_thread);
+  // Calls still go through beside it, and the next bytes are read too.
+  grpc::ClientContext context;
+  v1beta1::AllocateResponse response;
+  grpc::Status status = Stub(Socket("a.sock"))->Allocate(&context, Request({"gpu-0"}), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(write(write_end.get(), "de", 2), 2);
+  for (int i = 0; i < 200 && bytes < 5; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(bytes, 5);
 }
 
 TEST_F(RpcTest, AGrpcClientReadsTheHandlersRefusalAndUnknownMethods) {
