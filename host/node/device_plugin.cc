@@ -1,10 +1,9 @@
 #include "host/node/device_plugin.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 #include "host/common/logging.h"
@@ -225,16 +224,23 @@ KubeletFrontEnd::KubeletFrontEnd(TokenBoard& board, Allocator& allocator, Kubele
 KubeletFrontEnd::~KubeletFrontEnd() { Stop(); }
 
 void KubeletFrontEnd::Start() {
-  stop_ = false;
-  board_.set_on_change([this] { PushTokens(); });
-  Serve();
-  if (!watcher_.joinable()) {
-    if (wakeup_fd_ < 0) wakeup_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    watcher_ = std::thread([this] {
-      NameThisThread("kubelet-watch");
-      Watch();
-    });
+  {
+    std::lock_guard lock(restart_mutex_);
+    stop_ = false;
   }
+  board_.set_on_change([this] { PushTokens(); });
+  if (!directory_watch_) {
+    directory_watch_ = kubelet_rpc::FileDescriptor(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (!directory_watch_ ||
+        inotify_add_watch(directory_watch_.get(), options_.device_plugin_dir.c_str(),
+                          IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+      Logger("device-plugin")
+          ->error("cannot watch {}: kubelet restarts go unnoticed",
+                  options_.device_plugin_dir.string());
+      directory_watch_ = kubelet_rpc::FileDescriptor();
+    }
+  }
+  Serve();
 }
 
 void KubeletFrontEnd::PushTokens() {
@@ -246,8 +252,8 @@ void KubeletFrontEnd::PushTokens() {
   if (streams) streams->Push(board_);
 }
 
-// A new generation. The watcher calls it too, so it never touches stop_: a Stop() racing a
-// restart must still end the watcher.
+// A new generation. A restart runs it too, so it never touches stop_: a Stop() racing a restart
+// must still end it.
 void KubeletFrontEnd::Serve() {
   auto started = std::chrono::steady_clock::now();
   auto generation = std::make_unique<Generation>();
@@ -261,6 +267,10 @@ void KubeletFrontEnd::Serve() {
     }
     generation->sockets.push_back(socket);
   }
+  // The directory's changes reach the serving thread's poll: no thread of their own.
+  if (directory_watch_) {
+    (void)generation->server.Watch(directory_watch_.get(), [this] { DirectoryChanged(); });
+  }
   if (Status started = generation->server.Start("device-plugin"); !started) {
     Logger("device-plugin")->error("cannot serve the kubelet: {}", started.error());
   }
@@ -270,18 +280,29 @@ void KubeletFrontEnd::Serve() {
     const std::filesystem::path kubelet = options_.device_plugin_dir / options_.kubelet_socket;
     std::vector<bool> done(board_.resources().size(), false);
     size_t remaining = done.size();
+    auto register_one = [&kubelet](const ServedResource& resource) {
+      v1beta1::RegisterRequest request;
+      request.set_version("v1beta1");
+      request.set_endpoint(SocketName(resource.name));
+      request.set_resource_name(resource.name);
+      request.mutable_options()->set_get_preferred_allocation_available(
+          OffersPreferences(resource));
+      return kubelet_rpc::Call<v1beta1::Empty>(kubelet, "/v1beta1.Registration/Register", request,
+                                               kRegisterTimeout);
+    };
     while (!g->stopping && remaining > 0) {
-      for (size_t i = 0; i < done.size() && !g->stopping; ++i) {
+      // Every resource at once: the kubelet dials back into each one's socket before it answers
+      // (docs/footprint.md), so one after another would add those round trips up.
+      std::vector<std::future<Result<v1beta1::Empty>>> calls(done.size());
+      for (size_t i = 0; i < done.size(); ++i) {
+        if (done[i]) continue;
+        calls[i] = std::async(remaining == 1 ? std::launch::deferred : std::launch::async,
+                              register_one, std::cref(board_.resources()[i]));
+      }
+      for (size_t i = 0; i < done.size(); ++i) {
         if (done[i]) continue;
         const ServedResource& resource = board_.resources()[i];
-        v1beta1::RegisterRequest request;
-        request.set_version("v1beta1");
-        request.set_endpoint(SocketName(resource.name));
-        request.set_resource_name(resource.name);
-        request.mutable_options()->set_get_preferred_allocation_available(
-            OffersPreferences(resource));
-        auto registered = kubelet_rpc::Call<v1beta1::Empty>(
-            kubelet, "/v1beta1.Registration/Register", request, kRegisterTimeout);
+        auto registered = calls[i].get();
         if (registered) {
           done[i] = true;
           --remaining;
@@ -323,65 +344,67 @@ std::unique_ptr<KubeletFrontEnd::Generation> KubeletFrontEnd::TakeGeneration() {
 }
 
 void KubeletFrontEnd::Stop() {
-  stop_ = true;
-  if (wakeup_fd_ >= 0) (void)eventfd_write(wakeup_fd_, 1);  // the watcher's poll returns
-  if (watcher_.joinable()) watcher_.join();
-  if (wakeup_fd_ >= 0) close(wakeup_fd_);
-  wakeup_fd_ = -1;
+  std::thread restarter;
+  {
+    std::lock_guard lock(restart_mutex_);
+    stop_ = true;
+    restarter = std::move(restarter_);
+  }
+  if (restarter.joinable()) restarter.join();
   board_.set_on_change(nullptr);
-  TakeGeneration().reset();
+  TakeGeneration().reset();  // its thread no longer polls the directory
+  directory_watch_ = kubelet_rpc::FileDescriptor();
 }
 
-void KubeletFrontEnd::Watch() {
-  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0 || inotify_add_watch(fd, options_.device_plugin_dir.c_str(),
-                                  IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-    Logger("device-plugin")
-        ->error("cannot watch {}: kubelet restarts go unnoticed",
-                options_.device_plugin_dir.string());
-    if (fd >= 0) close(fd);
-    return;
-  }
+// On the serving thread: the kubelet's socket created again (it restarted, and forgot every
+// registration), or one of ours removed. Either way a new generation serves and registers.
+void KubeletFrontEnd::DirectoryChanged() {
   alignas(inotify_event) char buffer[4096];
-  while (!stop_) {
-    // Blocks until the directory changes or Stop() writes the eventfd: no timeout to wake for.
-    pollfd p[2] = {{fd, POLLIN, 0}, {wakeup_fd_, POLLIN, 0}};
-    if (poll(p, wakeup_fd_ >= 0 ? 2 : 1, wakeup_fd_ >= 0 ? -1 : 1000) <= 0 ||
-        (p[0].revents & POLLIN) == 0)
-      continue;
-    bool restart = false;
-    for (;;) {
-      const ssize_t n = read(fd, buffer, sizeof(buffer));
-      if (n <= 0) break;
-      for (ssize_t off = 0; off < n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(buffer + off);
-        const std::string name = event->len > 0 ? event->name : "";
-        if ((event->mask & (IN_CREATE | IN_MOVED_TO)) && name == options_.kubelet_socket) {
-          Logger("device-plugin")->info("the kubelet restarted: registering again");
-          restart = true;
-        }
-        if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) && name.rfind("gpustack-", 0) == 0) {
-          std::lock_guard lock(generation_mutex_);
-          if (generation_ != nullptr && !generation_->stopping) {
-            for (const auto& socket : generation_->sockets) {
-              if (socket.filename() != name) continue;
-              Logger("device-plugin")->info("{} was removed: serving again", name);
-              restart = true;
-            }
+  bool restart = false;
+  for (;;) {
+    const ssize_t n = read(directory_watch_.get(), buffer, sizeof(buffer));
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + off);
+      const std::string name = event->len > 0 ? event->name : "";
+      if ((event->mask & (IN_CREATE | IN_MOVED_TO)) && name == options_.kubelet_socket) {
+        Logger("device-plugin")->info("the kubelet restarted: registering again");
+        restart = true;
+      }
+      if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) && name.rfind("gpustack-", 0) == 0) {
+        std::lock_guard lock(generation_mutex_);
+        if (generation_ != nullptr && !generation_->stopping) {
+          for (const auto& socket : generation_->sockets) {
+            if (socket.filename() != name) continue;
+            Logger("device-plugin")->info("{} was removed: serving again", name);
+            restart = true;
           }
         }
-        off += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
       }
-    }
-    if (restart && !stop_) {
-      TakeGeneration().reset();  // the server down, its sockets removed
-      // Our own socket deletions from the reset are in the queue now: drop them.
-      while (read(fd, buffer, sizeof(buffer)) > 0) {
-      }
-      Serve();
+      off += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
     }
   }
-  close(fd);
+  if (restart) Restart();
+}
+
+// The generation being replaced owns the thread that asks: a thread of its own ends it (joining
+// its serving thread) and starts the next. It runs only for that long.
+void KubeletFrontEnd::Restart() {
+  std::lock_guard lock(restart_mutex_);
+  if (stop_ || restarting_) return;  // a restart under way serves and registers afresh anyway
+  if (restarter_.joinable()) restarter_.join();  // the last one has ended (restarting_ is false)
+  restarting_ = true;
+  restarter_ = std::thread([this] {
+    NameThisThread("kubelet-restart");
+    TakeGeneration().reset();  // the server down, its sockets removed
+    // Our own socket deletions from the reset are in the queue now: drop them.
+    alignas(inotify_event) char buffer[4096];
+    while (read(directory_watch_.get(), buffer, sizeof(buffer)) > 0) {
+    }
+    if (!stop_) Serve();
+    std::lock_guard done(restart_mutex_);
+    restarting_ = false;
+  });
 }
 
 }  // namespace gpustack::node

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/kubelet_rpc/socket.h"
 #include "host/node/allocator.h"
 #include "host/node/tokens.h"
 #include "host/runtime/node_runtime.h"
@@ -78,7 +79,8 @@ class KubeletFrontEnd {
   void Serve();  // one generation
   void PushTokens();  // to every open ListAndWatch stream whose tokens are out of date
   std::unique_ptr<Generation> TakeGeneration();
-  void Watch();  // inotify on the directory: the kubelet's socket recreated, ours removed
+  void DirectoryChanged();  // the kubelet's socket created again, or ours removed
+  void Restart();           // a new generation, from a thread of its own
 
   TokenBoard& board_;
   Allocator& allocator_;
@@ -88,8 +90,10 @@ class KubeletFrontEnd {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> registered_{0};
   std::atomic<int64_t> last_registration_ms_{0};
-  std::thread watcher_;
-  int wakeup_fd_ = -1;  // an eventfd: Stop() ends the watcher's poll
+  kubelet_rpc::FileDescriptor directory_watch_;  // inotify on the directory, or none
+  std::mutex restart_mutex_;                     // stop_ (written), restarter_, restarting_
+  std::thread restarter_;
+  bool restarting_ = false;
   std::mutex generation_mutex_;
 };
 
