@@ -318,6 +318,32 @@ struct AdminNvml {
   void* handle;
 };
 
+// The driver refuses the GPU instance's destroy after its compute instance went: the partition
+// (now without a MIG device, so under another id) stays ours, and a second destroy finishes it.
+TEST_F(VendorPluginTest, AGpuInstanceThatOutlivesItsComputeInstanceStaysOursUntilDestroyed) {
+  UseNode("nvidia-h100x8-mig-on", {{"GpuInstanceDestroy", {{"code", 19}, {"times", 1}}}});
+  loader::LoadedPlugin& plugin = Start();
+  auto groups = plugin.Discover();
+  ASSERT_TRUE(groups) << groups.error();
+  const std::string gpu0 = groups->front().accelerators[0].id;
+  auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
+  ASSERT_TRUE(made) << made.error();
+
+  auto refused = plugin.DestroyPartition({gpu0, made->id, "pod-1/main"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), Code::kUnavailable) << refused.error();
+  auto half = plugin.ListPartitions(gpu0);
+  ASSERT_TRUE(half) << half.error();
+  ASSERT_EQ(half->size(), 1u);
+  EXPECT_NE(half->front().id, made->id);  // no MIG device left to name it by
+  EXPECT_EQ(half->front().owner, "pod-1/main");
+
+  ASSERT_TRUE(plugin.DestroyPartition({gpu0, half->front().id, "pod-1/main"}));
+  auto after = plugin.ListPartitions(gpu0);
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_TRUE(after->empty());
+}
+
 TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenForOurs) {
   namespace nv = support::nvml;
   UseNode("nvidia-h100x8-mig-on");

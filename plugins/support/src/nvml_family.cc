@@ -799,8 +799,13 @@ void NvmlMigFamilyPlugin::DestroyPartition(const sdk::DestroyPartitionRequest& r
                   request.partition_id + " is no longer recorded as owned; left as it is");
     }
     auto fail = [&](const std::string& what, nvml::Return r) {
+      // Restored under the id the partition is listed by now: once its compute instances are
+      // gone it has no MIG device, and a record under the old id would be taken for stale and
+      // dropped, leaving the GPU instance behind, owned by no one.
+      OwnershipRecord restored = *removed;
+      restored.partition_id = MigDeviceUuid(api_, card.uuid, card.handle, live.instance_id);
       try {
-        UpdateOwners([&](std::vector<OwnershipRecord>& records) { records.push_back(*removed); });
+        UpdateOwners([&](std::vector<OwnershipRecord>& records) { records.push_back(restored); });
       } catch (const std::exception& e) {
         host_.Log(GPUSTACK_LOG_ERROR, std::string("cannot restore ownership: ") + e.what());
       }

@@ -76,7 +76,11 @@ class Injector {
     const int call = ++calls_[function];
     if (!errors_.contains(function)) return 0;
     const nlohmann::json& e = errors_[function];
-    return call > e.value("after", 0) ? e.value("code", 999) : 0;
+    // "times" bounds the failing calls: a fault that clears, as a partition in use does.
+    const int after = e.value("after", 0);
+    const bool failing =
+        call > after && (!e.contains("times") || call <= after + e["times"].get<int>());
+    return failing ? e.value("code", 999) : 0;
   }
 
  private:
