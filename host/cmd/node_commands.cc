@@ -252,7 +252,7 @@ struct ServeCommand {
   NodeFlags node;
   node::DaemonOptions options;
   bool no_shared = false, no_sliced = false, no_partitioned = false;
-  double discover_period = 60, reconcile_period = 30, monitor_period = 15;
+  double discover_period = 60, reconcile_period = 300, monitor_period = 15;
   std::string plugin_dir = options.kubelet.device_plugin_dir.string();
   std::string pod_resources = options.pod_resources_socket.string();
   std::string proc_root = options.proc_root.string();
@@ -513,7 +513,8 @@ Command AddServe(CLI::App& device_manager) {
       ->capture_default_str();
   serve
       ->add_option("--reconcile-period", c->reconcile_period,
-                   "Seconds between passes that release what finished or deleted Pods hold")
+                   "Seconds between fresh lists of the node's Pods, behind the watch that releases "
+                   "at once (30 s while a partition's destroy waits to be retried)")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   return {serve, [c] { return c->Run(); }};

@@ -800,6 +800,11 @@ size_t Allocator::Restore(const std::vector<Json>& pods) {
   return restored;
 }
 
+bool Allocator::HasPendingDestroys() {
+  std::lock_guard lock(mutex_);
+  return !pending_destroy_.empty();
+}
+
 bool Allocator::ReleaseDeleted(const std::set<std::string>& pod_uids) {
   if (pod_uids.empty()) return false;
   std::unique_lock lock(mutex_);

@@ -108,6 +108,8 @@ class Allocator {
   // True when anything changed.
   bool Reconcile(const std::vector<Json>& pods,
                  std::optional<std::chrono::steady_clock::time_point> listed_at);
+  // Whether a partition's destroy failed (in use) and waits for the next Reconcile to retry it.
+  bool HasPendingDestroys();
   // Releases what the Pods with these uids held: the apiserver said they were deleted.
   bool ReleaseDeleted(const std::set<std::string>& pod_uids);
 

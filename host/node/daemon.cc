@@ -465,6 +465,10 @@ class Daemon {
       }
       next_reconcile_ = now + options_.reconcile_period;
     }
+    // A partition still in use when its Pod went (from a watch's delete or a list) is retried
+    // sooner than the long resync.
+    if (allocator_.HasPendingDestroys())
+      next_reconcile_ = std::min(next_reconcile_, now + options_.destroy_retry_period);
   }
 
   // MPS control daemons on exactly the cards that hold slices (where MPS binds them).

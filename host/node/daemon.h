@@ -32,8 +32,10 @@ struct DaemonOptions {
   // The kubelet's pod-resources socket (<kubelet root>/pod-resources/kubelet.sock).
   std::filesystem::path pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::chrono::milliseconds discover_period{60'000};
-  // A fresh list of the node's Pods, behind the watch that releases at once.
-  std::chrono::milliseconds reconcile_period{30'000};
+  // A fresh list of the node's Pods, behind the watch that releases at once: a long resync, for
+  // a delete the watch could have missed. A partition whose destroy failed is retried sooner.
+  std::chrono::milliseconds reconcile_period{300'000};
+  std::chrono::milliseconds destroy_retry_period{30'000};
   // How long one wait for driver health events lasts; an event ends it at once (docs/footprint.md).
   std::chrono::milliseconds health_poll{5'000};
   // Utilisation samples for /metrics and /monitor/snapshot (--monitor-period); latest only.

@@ -57,6 +57,15 @@ class Daemon {
     }
   }
 
+  // The fixture's NVML with these injected errors (tests/fixtures/README.md), from the next Start.
+  void InjectNvmlErrors(const Json& errors) {
+    std::ifstream in(std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json");
+    Json scenario = Json::parse(in);
+    scenario["nvml"]["errors"] = errors;
+    fixture_file_ = std::string(GPUSTACK_E2E_DIR) + "/" + fixture_ + ".injected.json";
+    std::ofstream(fixture_file_) << scenario.dump();
+  }
+
   void Start() {
     const std::string e2e = GPUSTACK_E2E_DIR;
     const std::string log = LogPath();
@@ -84,7 +93,9 @@ class Daemon {
         "1"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<std::string> env = {
-        "GPUSTACK_FAKE_FIXTURE=" + std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json",
+        "GPUSTACK_FAKE_FIXTURE=" + (fixture_file_.empty()
+                                        ? std::string(GPUSTACK_NODES_DIR) + "/" + fixture_ + ".json"
+                                        : fixture_file_),
         std::string("GPUSTACK_NVIDIA_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/libnvidia-ml.so.1",
         std::string("GPUSTACK_AMD_LIBRARY=") + GPUSTACK_FAKE_VENDOR_DIR + "/librocm_smi64.so",
         "GPUSTACK_FAKE_NVML_EVENTS=" + EventsPath(),
@@ -126,6 +137,7 @@ class Daemon {
 
  private:
   std::string fixture_;
+  std::string fixture_file_;  // empty: the fixture as committed
   std::vector<std::string> extra_args_;
   std::unique_ptr<testing::Process> process_;
 };
@@ -462,6 +474,29 @@ TEST_F(NodeE2e, H100MigPartitionCreatedAtAllocateAndDestroyedAfterThePod) {
   EXPECT_TRUE(WaitFor([&] { return profiles_in_use() == 0; })) << DevicesStatus().dump();
   EXPECT_EQ(daemon.Stop(SIGTERM), 0);
   EXPECT_TRUE(OurSockets().empty());
+}
+
+// A partition still in use when its Pod goes (the driver refuses the first destroy) is destroyed
+// on a retry within the destroy-retry period (30 s), not at the next 5-minute resync.
+TEST_F(NodeE2e, APartitionInUseWhenItsPodGoesIsDestroyedOnARetry) {
+  Daemon daemon("nvidia-h100x8-mig-mixed");
+  daemon.InjectNvmlErrors({{"GpuInstanceDestroy", {{"code", 19}, {"times", 1}}}});  // IN_USE
+  daemon.Start();
+  ASSERT_TRUE(AllocatableBecomes(ExpectedCounts("nvidia-h100x8-mig-mixed"))) << daemon.Log();
+  SetCountingKeys({{"nvidia.com/gpu.partitioned.mig-1g.10gb", "100"}});
+  Json part = RunPod("part", {{"nvidia.com/gpu.partitioned", "1"},
+                              {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"}});
+  ASSERT_EQ(part["status"]["phase"], "Running") << part["status"].dump() << daemon.Log();
+
+  DeletePod("part");
+  ASSERT_TRUE(WaitFor([&] {
+    return daemon.Log().find("cannot destroy partition") != std::string::npos;
+  })) << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("destroyed partition"), std::string::npos) << daemon.Log();
+  EXPECT_TRUE(WaitFor([&] { return daemon.Log().find("destroyed partition") != std::string::npos; },
+                      std::chrono::seconds(45)))
+      << daemon.Log();
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
 }
 
 // 50 Pods of mixed shapes on 4 T4s, created at once, while the daemon is killed twice. Pods
