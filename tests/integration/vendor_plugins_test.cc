@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <gpustack_support/nvml_api.h>
 
@@ -55,6 +56,17 @@ class VendorPluginTest : public ::testing::Test {
     auto inventory = pci::Scan({kTrees + "/" + node + "/sys", {"02", "03", "0b", "12"}});
     ASSERT_TRUE(inventory) << inventory.error();
     inventory_ = *inventory;
+  }
+
+  // Discovers, then makes a 3g.40gb partition at the start of the first card for pod-1/main.
+  static void MakePartitionOnTheFirstCard(loader::LoadedPlugin& plugin, std::string& card,
+                                          std::optional<sdk::Partition>& made) {
+    auto groups = plugin.Discover();
+    ASSERT_TRUE(groups) << groups.error();
+    card = groups->front().accelerators[0].id;
+    auto created = plugin.CreatePartition({card, "3g.40gb", {0, 4}, "pod-1/main"});
+    ASSERT_TRUE(created) << created.error();
+    made = *created;
   }
 
   loader::LoadedPlugin& Start(const std::string& library = kFakeNvml,
@@ -323,11 +335,9 @@ struct AdminNvml {
 TEST_F(VendorPluginTest, AGpuInstanceThatOutlivesItsComputeInstanceStaysOursUntilDestroyed) {
   UseNode("nvidia-h100x8-mig-on", {{"GpuInstanceDestroy", {{"code", 19}, {"times", 1}}}});
   loader::LoadedPlugin& plugin = Start();
-  auto groups = plugin.Discover();
-  ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().accelerators[0].id;
-  auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
-  ASSERT_TRUE(made) << made.error();
+  std::string gpu0;
+  std::optional<sdk::Partition> made;
+  ASSERT_NO_FATAL_FAILURE(MakePartitionOnTheFirstCard(plugin, gpu0, made));
 
   auto refused = plugin.DestroyPartition({gpu0, made->id, "pod-1/main"});
   ASSERT_FALSE(refused);
@@ -348,11 +358,9 @@ TEST_F(VendorPluginTest, APartitionRecreatedBehindThePluginsBackIsNotMistakenFor
   namespace nv = support::nvml;
   UseNode("nvidia-h100x8-mig-on");
   loader::LoadedPlugin& plugin = Start();
-  auto groups = plugin.Discover();
-  ASSERT_TRUE(groups) << groups.error();
-  const std::string gpu0 = groups->front().accelerators[0].id;
-  auto made = plugin.CreatePartition({gpu0, "3g.40gb", {0, 4}, "pod-1/main"});
-  ASSERT_TRUE(made) << made.error();
+  std::string gpu0;
+  std::optional<sdk::Partition> made;
+  ASSERT_NO_FATAL_FAILURE(MakePartitionOnTheFirstCard(plugin, gpu0, made));
 
   // The administrator destroys it and makes the same shape at the same place.
   AdminNvml nvml(kFakeNvml);
