@@ -267,8 +267,13 @@ void KubeletFrontEnd::Serve() {
     }
     generation->sockets.push_back(socket);
   }
-  // The directory's changes reach the serving thread's poll: no thread of their own.
+  // The directory's changes reach the serving thread's poll: no thread of their own. What is
+  // queued now is our own doing (the last generation's sockets, or a killed daemon's, removed and
+  // ours bound in their place): dropped, or a new generation would replace this one at once.
   if (directory_watch_) {
+    alignas(inotify_event) char buffer[4096];
+    while (read(directory_watch_.get(), buffer, sizeof(buffer)) > 0) {
+    }
     (void)generation->server.Watch(directory_watch_.get(), [this] { DirectoryChanged(); });
   }
   if (Status started = generation->server.Start("device-plugin"); !started) {
@@ -397,10 +402,6 @@ void KubeletFrontEnd::Restart() {
   restarter_ = std::thread([this] {
     NameThisThread("kubelet-restart");
     TakeGeneration().reset();  // the server down, its sockets removed
-    // Our own socket deletions from the reset are in the queue now: drop them.
-    alignas(inotify_event) char buffer[4096];
-    while (read(directory_watch_.get(), buffer, sizeof(buffer)) > 0) {
-    }
     if (!stop_) Serve();
     std::lock_guard done(restart_mutex_);
     restarting_ = false;
