@@ -476,29 +476,6 @@ TEST_F(NodeE2e, H100MigPartitionCreatedAtAllocateAndDestroyedAfterThePod) {
   EXPECT_TRUE(OurSockets().empty());
 }
 
-// A partition still in use when its Pod goes (the driver refuses the first destroy) is destroyed
-// on a retry within the destroy-retry period (30 s), not at the next 5-minute resync.
-TEST_F(NodeE2e, APartitionInUseWhenItsPodGoesIsDestroyedOnARetry) {
-  Daemon daemon("nvidia-h100x8-mig-mixed");
-  daemon.InjectNvmlErrors({{"GpuInstanceDestroy", {{"code", 19}, {"times", 1}}}});  // IN_USE
-  daemon.Start();
-  ASSERT_TRUE(AllocatableBecomes(ExpectedCounts("nvidia-h100x8-mig-mixed"))) << daemon.Log();
-  SetCountingKeys({{"nvidia.com/gpu.partitioned.mig-1g.10gb", "100"}});
-  Json part = RunPod("part", {{"nvidia.com/gpu.partitioned", "1"},
-                              {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"}});
-  ASSERT_EQ(part["status"]["phase"], "Running") << part["status"].dump() << daemon.Log();
-
-  DeletePod("part");
-  ASSERT_TRUE(WaitFor([&] {
-    return daemon.Log().find("cannot destroy partition") != std::string::npos;
-  })) << daemon.Log();
-  EXPECT_EQ(daemon.Log().find("destroyed partition"), std::string::npos) << daemon.Log();
-  EXPECT_TRUE(WaitFor([&] { return daemon.Log().find("destroyed partition") != std::string::npos; },
-                      std::chrono::seconds(45)))
-      << daemon.Log();
-  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
-}
-
 // 50 Pods of mixed shapes on 4 T4s, created at once, while the daemon is killed twice. Pods
 // admitted while it is down fail (the kubelet's rule); what matters is that every Pod that runs
 // holds a record, that all records fit one ledger together (no card over-admitted or held in two
@@ -613,6 +590,32 @@ TEST_F(NodeE2e, TwoVendorsAreServedByOneProcess) {
   DeletePod("l40s");
   EXPECT_EQ(daemon.Stop(SIGTERM), 0);
   EXPECT_TRUE(OurSockets().empty());
+}
+
+// A partition still in use when its Pod goes (the driver refuses the first destroy) is destroyed
+// on a retry within the destroy-retry period (30 s), not at the next 5-minute resync. Last, after
+// a fixture without partitions, so that the allocatable it waits for is this daemon's.
+TEST_F(NodeE2e, APartitionInUseWhenItsPodGoesIsDestroyedOnARetry) {
+  Daemon daemon("nvidia-h100x8-mig-mixed");
+  daemon.InjectNvmlErrors({{"GpuInstanceDestroy", {{"code", 19}, {"times", 1}}}});  // IN_USE
+  daemon.Start();
+  // Registered first: the Node can still show what the previous test's daemon offered.
+  ASSERT_TRUE(WaitFor([&] { return daemon.Registrations() == 1; })) << daemon.Log();
+  ASSERT_TRUE(AllocatableBecomes(ExpectedCounts("nvidia-h100x8-mig-mixed"))) << daemon.Log();
+  SetCountingKeys({{"nvidia.com/gpu.partitioned.mig-1g.10gb", "100"}});
+  Json part = RunPod("part", {{"nvidia.com/gpu.partitioned", "1"},
+                              {"nvidia.com/gpu.partitioned.mig-1g.10gb", "1"}});
+  ASSERT_EQ(part["status"]["phase"], "Running") << part["status"].dump() << daemon.Log();
+
+  DeletePod("part");
+  ASSERT_TRUE(WaitFor([&] {
+    return daemon.Log().find("cannot destroy partition") != std::string::npos;
+  })) << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("destroyed partition"), std::string::npos) << daemon.Log();
+  EXPECT_TRUE(WaitFor([&] { return daemon.Log().find("destroyed partition") != std::string::npos; },
+                      std::chrono::seconds(45)))
+      << daemon.Log();
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
 }
 
 }  // namespace

@@ -239,11 +239,15 @@ TEST(NodeRuntime, APluginThatCrashedTheLastProcessIsQuarantinedUntilItsFileChang
   RuntimeOptions options = node.Options();
   options.state_dir = state;
 
-  // A process whose acme plugin faults inside discover, on the thread running the hook.
+  // A process whose acme plugin faults inside discover, on the thread running the hook. Its hook
+  // deadline is long: the fault ends the process, and under ASan only after the report is
+  // symbolized, which on a loaded machine took longer than the 2 s the other tests use.
   const pid_t pid = ::fork();
   if (pid == 0) {
+    RuntimeOptions crashing = options;
+    crashing.hook_deadline = std::chrono::minutes(2);
     auto runtime = NodeRuntime::Open(
-        options, std::make_unique<FakeSource>(
+        crashing, std::make_unique<FakeSource>(
                      std::vector<FakeSource::Entry>{{CandidateOf(*acme, library.string()), acme}}));
     acme->signals[Hook::kDiscover] = SIGSEGV;
     (*runtime)->Discover();
