@@ -246,9 +246,9 @@ TEST(NodeRuntime, APluginThatCrashedTheLastProcessIsQuarantinedUntilItsFileChang
   if (pid == 0) {
     RuntimeOptions crashing = options;
     crashing.hook_deadline = std::chrono::minutes(2);
-    auto runtime = NodeRuntime::Open(
-        crashing, std::make_unique<FakeSource>(
-                     std::vector<FakeSource::Entry>{{CandidateOf(*acme, library.string()), acme}}));
+    auto runtime =
+        NodeRuntime::Open(crashing, std::make_unique<FakeSource>(std::vector<FakeSource::Entry>{
+                                        {CandidateOf(*acme, library.string()), acme}}));
     acme->signals[Hook::kDiscover] = SIGSEGV;
     (*runtime)->Discover();
     ::_exit(0);
