@@ -3,6 +3,8 @@
 #include <random>
 #include <thread>
 
+#include "host/kube/list_page.h"
+
 namespace gpustack::kube {
 namespace {
 
@@ -137,24 +139,22 @@ Result<ObjectList> Client::List(const ResourceType& type, std::string_view ns,
     } else if (!options.resource_version.empty()) {
       AddQuery(target, "resourceVersion", options.resource_version);
     }
-    auto page = Request("GET", target, nullptr, "", true);
-    if (!page) {
-      return page.failure();  // an expired continue token is a 410 here: the caller lists again
+    auto text = GetText(std::move(target));
+    if (!text) {
+      return text.failure();  // an expired continue token is a 410 here: the caller lists again
     }
-    Json& items = (*page)["items"];
-    if (items.is_array()) {
-      if (!options.each) list.items.reserve(list.items.size() + items.size());
-      for (Json& item : items) {
-        if (options.each) {
-          options.each(item);
-        } else {
-          list.items.push_back(std::move(item));
-        }
+    auto page = DecodeListPage(*text, [&](Json& item) {
+      if (options.each) {
+        options.each(item);
+      } else {
+        list.items.push_back(std::move(item));
       }
+    });
+    if (!page) {
+      return Error{"LIST " + type.plural + ": " + page.error(), Code::kInternal};
     }
-    const Json& metadata = (*page)["metadata"];
-    continue_token = metadata.is_object() ? metadata.value("continue", "") : "";
-    list.resource_version = metadata.is_object() ? metadata.value("resourceVersion", "") : "";
+    continue_token = std::move(page->continue_token);
+    list.resource_version = std::move(page->resource_version);
     ++list.pages;
   } while (!continue_token.empty());
   return list;

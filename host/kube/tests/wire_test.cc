@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "host/kube/list_page.h"
 #include "host/kube/rate_limiter.h"
 #include "host/kube/resource.h"
 #include "host/kube/transport.h"
@@ -111,6 +112,56 @@ TEST(WatchDecoder, ErrorsAndEarlyStop) {
                              [](WatchEvent&) { return true; });
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().find("unknown event type"), std::string::npos);
+}
+
+TEST(ListPage, HandsOutEachItemWholeAndInOrder) {
+  // The items carry the shapes that could be mistaken for a page's own keys: an item's own
+  // `items` and `metadata`, nested objects and arrays of objects.
+  const std::string text = R"({"kind":"PodList","apiVersion":"v1",
+    "metadata":{"resourceVersion":"42","continue":"next-page","remainingItemCount":3},
+    "items":[
+      {"metadata":{"name":"a","labels":{"x":"1"}},"items":[{"k":1},{"k":2}]},
+      {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","ports":[{"p":80}]}]}},
+      {}
+    ]})";
+  std::vector<Json> taken;
+  auto page = DecodeListPage(text, [&](Json& item) { taken.push_back(std::move(item)); });
+  ASSERT_TRUE(page) << page.error();
+  EXPECT_EQ(page->resource_version, "42");
+  EXPECT_EQ(page->continue_token, "next-page");
+  EXPECT_EQ(page->items, 3u);
+  ASSERT_EQ(taken.size(), 3u);
+  EXPECT_EQ(taken[0], Json::parse(R"({"metadata":{"name":"a","labels":{"x":"1"}},
+                                       "items":[{"k":1},{"k":2}]})"));
+  EXPECT_EQ(taken[1]["spec"]["containers"][0]["ports"][0]["p"], 80);
+  EXPECT_EQ(taken[2], Json::object());
+}
+
+TEST(ListPage, TheMetadataMayComeAfterTheItemsAndTheLastPageHasNoContinue) {
+  int taken = 0;
+  auto page = DecodeListPage(R"({"items":[{"a":1}],"metadata":{"resourceVersion":"7"}})",
+                             [&](Json&) { ++taken; });
+  ASSERT_TRUE(page) << page.error();
+  EXPECT_EQ(page->resource_version, "7");
+  EXPECT_EQ(page->continue_token, "");
+  EXPECT_EQ(taken, 1);
+  for (const char* empty :
+       {R"({"metadata":{},"items":[]})", R"({"metadata":{},"items":null})", R"({"metadata":{}})"}) {
+    auto none = DecodeListPage(empty, [&](Json&) { ++taken; });
+    ASSERT_TRUE(none) << empty << ": " << none.error();
+    EXPECT_EQ(none->items, 0u) << empty;
+  }
+  EXPECT_EQ(taken, 1);
+}
+
+TEST(ListPage, WhatIsNotAListIsAnError) {
+  for (const char* bad : {"", "{not json", "[]", R"({"items":[{"a":1},)",
+                          R"({"items":[{"a":1},2]})", R"({"items":{"a":1}})",
+                          R"({"items":[[{"a":1}]]})", R"({"items":[{"a":1}],"items":[{"b":2}]})"}) {
+    auto page = DecodeListPage(bad, [](Json&) {});
+    ASSERT_FALSE(page) << bad;
+    EXPECT_NE(page.error().find("not a list"), std::string::npos) << page.error();
+  }
 }
 
 TEST(TokenBucket, BurstThenRate) {
