@@ -236,6 +236,9 @@ int main(int argc, char** argv) {
   const auto started = Clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
+    // Its own process group: a wrapper (GPUSTACK_BENCH_WORKER=heaptrack ...) that does not pass
+    // SIGTERM on would otherwise leave its worker running after the bench.
+    setpgid(0, 0);
     const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
     dup2(out, 2);
@@ -246,6 +249,7 @@ int main(int argc, char** argv) {
           webhook_port.c_str(), "--webhook-url", webhook_url.c_str(), nullptr);
     _exit(127);
   }
+  setpgid(pid, pid);  // as the child does: whichever runs first
   const std::string capacity_wanted = std::to_string(nodes * 8);
   const std::string quota_wanted = kube::FormatDecimal(int64_t{nodes} * 8 * ledger::kCardCredits);
   auto converged = [&] {
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
     }
     if (Ms(Clock::now() - started) > 600'000) {
       std::fprintf(stderr, "not converged after 600 s; see %s\n", log.c_str());
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -381,9 +385,10 @@ int main(int argc, char** argv) {
                 return std::string("?");
               }()
                   .c_str());
-  kill(pid, SIGTERM);
+  kill(-pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
+  kill(-pid, SIGKILL);  // whatever of the group outlived its leader
   std::printf("worker exit status %d; log %s\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
               log.c_str());
   return 0;
