@@ -444,7 +444,11 @@ Json OwnedFields(const Json& object, const std::string& manager, const std::stri
   for (const Json& entry : entries) {
     if (entry.value("manager", "") == manager && entry.value("operation", "") == "Apply" &&
         entry.value("subresource", "") == subresource) {
-      return entry.value("fieldsV1", Json::object());
+      const Json fields = entry.value("fieldsV1", Json::object());
+      if (!fields.is_string()) return fields;
+      // The worker's caches keep it as its text (TrimForWorkerCache).
+      Json parsed = Json::parse(fields.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      return parsed.is_object() ? parsed : Json::object();
     }
   }
   return Json::object();
@@ -473,25 +477,6 @@ bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
   return same({"spec"}) && same({"status"}) && same({"data"});
 }
 
-void TrimForWorkerCache(Json& object) {
-  if (!object.is_object()) return;
-  auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return;
-  if (auto managed = metadata->find("managedFields");
-      managed != metadata->end() && managed->is_array()) {
-    Json ours = Json::array();
-    for (Json& entry : *managed) {
-      if (StringAt(entry, {"manager"}).starts_with("gpustack-worker"))
-        ours.push_back(std::move(entry));
-    }
-    if (ours.empty()) {
-      metadata->erase(managed);
-    } else {
-      *managed = std::move(ours);
-    }
-  }
-}
-
 namespace {
 
 // Erases every key of `object` (when it is an object) but `kept`.
@@ -511,6 +496,31 @@ void ForEachIn(Json& object, std::string_view key, Trim trim) {
 }
 
 }  // namespace
+
+void TrimForWorkerCache(Json& object) {
+  if (!object.is_object()) return;
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return;
+  if (auto managed = metadata->find("managedFields");
+      managed != metadata->end() && managed->is_array()) {
+    Json ours = Json::array();
+    for (Json& entry : *managed) {
+      if (!StringAt(entry, {"manager"}).starts_with("gpustack-worker")) continue;
+      // What OwnedFields reads, the field set as its text: parsed, a Node's two entries were
+      // about half of what its cached Node cost (docs/footprint.md). A pass parses it again
+      // only where it compares the object (a node whose facts changed).
+      KeepOnly(entry, {"manager", "operation", "subresource", "fieldsV1"});
+      if (auto fields = entry.find("fieldsV1"); fields != entry.end() && fields->is_object())
+        *fields = fields->dump();
+      ours.push_back(std::move(entry));
+    }
+    if (ours.empty()) {
+      metadata->erase(managed);
+    } else {
+      *managed = std::move(ours);
+    }
+  }
+}
 
 void TrimNodeForWorkerCache(Json& node) {
   TrimForWorkerCache(node);

@@ -73,15 +73,27 @@ TEST(OwnedKeys, ReadsTheKeysAManagerOwns) {
 
 TEST(TrimForWorkerCache, KeepsTheWorkersOwnManagedFieldsAndNoImages) {
   Json node = Json::parse(R"({"metadata": {"name": "n", "managedFields": [
-      {"manager": "gpustack-worker-nodes", "operation": "Apply",
+      {"manager": "gpustack-worker-nodes", "operation": "Apply", "apiVersion": "v1",
+       "time": "2026-12-07T09:00:00Z", "fieldsType": "FieldsV1",
        "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}}},
+      {"manager": "gpustack-worker-nodes", "operation": "Apply", "subresource": "status",
+       "fieldsV1": {"f:status": {"f:capacity": {"f:example.com/gpu": {}}}}},
       {"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]},
       "status": {"capacity": {"cpu": "8"}, "images": [{"names": ["busybox"]}],
                  "nodeInfo": {"architecture": "amd64"}}})");
   TrimNodeForWorkerCache(node);
-  ASSERT_EQ(node["metadata"]["managedFields"].size(), 1u);
+  ASSERT_EQ(node["metadata"]["managedFields"].size(), 2u);
+  // Of the worker's own entries, what OwnedFields reads, the field set kept as its text.
+  EXPECT_EQ(node["metadata"]["managedFields"][0],
+            Json::parse(R"({"manager": "gpustack-worker-nodes", "operation": "Apply",
+                            "fieldsV1": "{\"f:metadata\":{\"f:labels\":{\"f:a\":{}}}}"})"));
   EXPECT_EQ(OwnedKeys(OwnedFields(node, kNodesManager, ""), {"f:metadata", "f:labels"}),
             std::set<std::string>{"a"});
+  EXPECT_EQ(OwnedKeys(OwnedFields(node, kNodesManager, "status"), {"f:status", "f:capacity"}),
+            std::set<std::string>{"example.com/gpu"});
+  Json mangled = node;
+  mangled["metadata"]["managedFields"][0]["fieldsV1"] = "{not json";
+  EXPECT_TRUE(OwnedKeys(OwnedFields(mangled, kNodesManager, ""), {"f:metadata"}).empty());
   EXPECT_FALSE(node["status"].contains("images"));
   EXPECT_EQ(node["status"]["nodeInfo"]["architecture"], "amd64");  // fleet.cc reads it
   EXPECT_EQ(node["status"]["capacity"]["cpu"], "8");
