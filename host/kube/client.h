@@ -36,9 +36,9 @@ struct ListOptions {
   std::string field_selector = {};
   int64_t page_size = 500;  // 0: no pagination
   std::string resource_version = {};
-  // When set, each item goes here as its page comes in, and the list's `items` stay empty: the
-  // caller keeps what it makes of them (an informer's projection), so a long list never holds
-  // its whole objects at once.
+  // When set, each item goes here as soon as it is parsed, and the list's `items` stay empty:
+  // the caller keeps what it makes of them (an informer's projection), so a list never holds
+  // more than one of its objects parsed (list_page.h).
   std::function<void(Json&)> each = {};
 };
 

@@ -52,7 +52,7 @@ InformerStats InformerBase::Stats() const {
 }
 
 Status InformerBase::ListAndReplace(std::stop_token stop) {
-  // Each item goes to the cache as its page arrives: a long list never holds its whole objects.
+  // Each item goes to the cache as it is parsed: a list never holds its whole objects.
   const ListOptions list_options{.label_selector = options_.label_selector,
                                  .field_selector = options_.field_selector,
                                  .page_size = options_.page_size,
