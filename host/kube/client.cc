@@ -151,7 +151,7 @@ Result<ObjectList> Client::List(const ResourceType& type, std::string_view ns,
       }
     });
     if (!page) {
-      return Error{"LIST " + type.plural + ": " + page.error(), Code::kInternal};
+      return std::move(page).failure().WithContext("LIST " + type.plural + ": ");
     }
     continue_token = std::move(page->continue_token);
     list.resource_version = std::move(page->resource_version);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/common/json_path.h"
 #include "host/kube/list_page.h"
 
 using gpustack::kube::Json;
@@ -23,13 +24,6 @@ bool WholeIsAList(const Json& whole) {
   for (const Json& item : *items)
     if (!item.is_object()) return false;
   return true;
-}
-
-std::string MetadataText(const Json& whole, const char* key) {
-  auto metadata = whole.find("metadata");
-  if (metadata == whole.end() || !metadata->is_object()) return {};
-  auto value = metadata->find(key);
-  return value != metadata->end() && value->is_string() ? value->get<std::string>() : "";
 }
 
 // How many `items` keys the page itself has (parsing whole keeps only the last).
@@ -62,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (taken.size() != items.size() || page->items != items.size()) std::abort();
   for (size_t i = 0; i < taken.size(); ++i)
     if (taken[i] != items[i]) std::abort();
-  if (page->resource_version != MetadataText(whole, "resourceVersion") ||
-      page->continue_token != MetadataText(whole, "continue"))
+  if (page->resource_version != gpustack::StringAt(whole, {"metadata", "resourceVersion"}) ||
+      page->continue_token != gpustack::StringAt(whole, {"metadata", "continue"}))
     std::abort();
   return 0;
 }

@@ -162,6 +162,12 @@ TEST(ListPage, WhatIsNotAListIsAnError) {
     ASSERT_FALSE(page) << bad;
     EXPECT_NE(page.error().find("not a list"), std::string::npos) << page.error();
   }
+  // An object under `items` (not an array) hands nothing out, whatever it nests.
+  int taken = 0;
+  auto nested = DecodeListPage(R"({"items":{"a":{"b":1}},"metadata":{"x":{"y":2}}})",
+                               [&](Json&) { ++taken; });
+  ASSERT_FALSE(nested);
+  EXPECT_EQ(taken, 0);
 }
 
 TEST(TokenBucket, BurstThenRate) {
