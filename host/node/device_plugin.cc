@@ -3,6 +3,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -21,6 +22,14 @@ constexpr const char* kUnhealthy = "Unhealthy";
 constexpr const char* kMethods = "/v1beta1.DevicePlugin/";
 // The kubelet answers a registration at once; a wait this long means it is stuck.
 constexpr std::chrono::seconds kRegisterTimeout{5};
+constexpr std::chrono::milliseconds kRestartPause{20};
+
+// Our socket file is no longer there (or no longer a socket): the kubelet cannot dial back into
+// it, so that resource cannot register until a new generation binds it.
+bool SocketGone(const std::filesystem::path& socket) {
+  std::error_code ignored;
+  return !std::filesystem::is_socket(socket, ignored);
+}
 
 bool OffersPreferences(const ServedResource& resource) {
   // Partitions and visibility are counts: no preference to give.
@@ -268,8 +277,9 @@ void KubeletFrontEnd::Serve() {
     generation->sockets.push_back(socket);
   }
   // The directory's changes reach the serving thread's poll: no thread of their own. What is
-  // queued now is our own doing (the last generation's sockets, or a killed daemon's, removed and
-  // ours bound in their place): dropped, or a new generation would replace this one at once.
+  // queued now is mostly our own doing (the last generation's sockets, or a killed daemon's,
+  // removed and ours bound in their place): dropped, or a new generation would replace this one
+  // at once. A removal of ours among them is caught below, once this generation is current.
   if (directory_watch_) {
     alignas(inotify_event) char buffer[4096];
     while (read(directory_watch_.get(), buffer, sizeof(buffer)) > 0) {
@@ -295,6 +305,7 @@ void KubeletFrontEnd::Serve() {
       return kubelet_rpc::Call<v1beta1::Empty>(kubelet, "/v1beta1.Registration/Register", request,
                                                kRegisterTimeout);
     };
+    bool lost = false;
     while (!g->stopping && remaining > 0) {
       // Every resource at once: the kubelet dials back into each one's socket before it answers
       // (docs/footprint.md), so one after another would add those round trips up.
@@ -315,7 +326,18 @@ void KubeletFrontEnd::Serve() {
         } else {
           Logger("device-plugin")
               ->warn("{}: registration failed (retrying): {}", resource.name, registered.error());
+          // The kubelet dials back into the socket before it answers: one that is gone (its
+          // removal missed, as when inotify's queue overflows) fails every retry.
+          const auto socket = options_.device_plugin_dir / SocketName(resource.name);
+          if (std::ranges::find(g->sockets, socket) != g->sockets.end() && SocketGone(socket)) {
+            Logger("device-plugin")->info("{}: its socket is gone: serving again", resource.name);
+            lost = true;
+          }
         }
+      }
+      if (lost) {
+        Restart();
+        return;
       }
       if (remaining == 0) break;
       // A kubelet coming back creates its socket: try again the moment it appears.
@@ -335,9 +357,21 @@ void KubeletFrontEnd::Serve() {
           ->info("every resource registered in {} ms", last_registration_ms_.load());
     }
   });
-  std::lock_guard lock(generation_mutex_);
-  generation_ = std::move(generation);  // there is none: Start and the watcher end it first
-  streams_ = std::move(streams);
+  bool lost = false;
+  {
+    // A socket removed before this generation is current goes unnoticed by DirectoryChanged (its
+    // event drained above, or read while there was none): a restarting kubelet removes the files
+    // it listed one by one, ours among them if we bound them in between. Checked under the lock,
+    // so that a removal is either seen here or read as this generation's.
+    std::lock_guard lock(generation_mutex_);
+    lost = std::ranges::any_of(g->sockets, SocketGone);
+    generation_ = std::move(generation);  // there is none: Start and the watcher end it first
+    streams_ = std::move(streams);
+  }
+  if (lost) {
+    Logger("device-plugin")->info("a socket was removed as it was bound: serving again");
+    Restart();
+  }
 }
 
 std::unique_ptr<KubeletFrontEnd::Generation> KubeletFrontEnd::TakeGeneration() {
@@ -393,18 +427,35 @@ void KubeletFrontEnd::DirectoryChanged() {
 }
 
 // The generation being replaced owns the thread that asks: a thread of its own ends it (joining
-// its serving thread) and starts the next. It runs only for that long.
+// its serving thread) and starts the next. It runs only for that long, or once more for each
+// time it is asked meanwhile (the generation it served lost a socket as it was bound).
 void KubeletFrontEnd::Restart() {
   std::lock_guard lock(restart_mutex_);
-  if (stop_ || restarting_) return;  // a restart under way serves and registers afresh anyway
+  if (stop_) return;
+  if (restarting_) {  // the generation it serves may be the one that asks: it goes too
+    restart_again_ = true;
+    return;
+  }
   if (restarter_.joinable()) restarter_.join();  // the last one has ended (restarting_ is false)
   restarting_ = true;
   restarter_ = std::thread([this] {
     NameThisThread("kubelet-restart");
-    TakeGeneration().reset();  // the server down, its sockets removed
-    if (!stop_) Serve();
-    std::lock_guard done(restart_mutex_);
-    restarting_ = false;
+    for (;;) {
+      TakeGeneration().reset();  // the server down, its sockets removed
+      if (!stop_) Serve();
+      {
+        std::lock_guard done(restart_mutex_);
+        if (stop_ || !restart_again_) {
+          restarting_ = false;
+          restart_again_ = false;
+          return;
+        }
+        restart_again_ = false;
+      }
+      // The generation just served lost a socket: once more, after a pause in case whoever
+      // removes them is still at it.
+      std::this_thread::sleep_for(kRestartPause);
+    }
   });
 }
 

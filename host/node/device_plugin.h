@@ -91,9 +91,10 @@ class KubeletFrontEnd {
   std::atomic<uint64_t> registered_{0};
   std::atomic<int64_t> last_registration_ms_{0};
   kubelet_rpc::FileDescriptor directory_watch_;  // inotify on the directory, or none
-  std::mutex restart_mutex_;                     // stop_ (written), restarter_, restarting_
+  std::mutex restart_mutex_;  // stop_ (written), restarter_, restarting_, restart_again_
   std::thread restarter_;
   bool restarting_ = false;
+  bool restart_again_ = false;  // asked while restarting: the generation it serves is stale too
   std::mutex generation_mutex_;
 };
 

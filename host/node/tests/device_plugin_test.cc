@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -19,22 +20,34 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Like the kubelet, it dials back into the plugin's socket before it answers, and refuses a
+// registration whose socket does not answer.
 class FakeKubelet final : public v1beta1::Registration::Service {
  public:
+  explicit FakeKubelet(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request,
                         v1beta1::Empty*) override {
-    std::lock_guard lock(mutex);
-    requests.push_back(*request);
+    auto plugin = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
+        "unix://" + (dir_ / request->endpoint()).string(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1beta1::DevicePluginOptions options;
+    if (grpc::Status dialed = plugin->GetDevicePluginOptions(&context, {}, &options); !dialed.ok())
+      return {grpc::StatusCode::UNAVAILABLE, "cannot dial back: " + dialed.error_message()};
+    std::lock_guard lock(mutex_);
+    requests_.push_back(*request);
     return grpc::Status::OK;
   }
   std::vector<v1beta1::RegisterRequest> Requests() {
-    std::lock_guard lock(mutex);
-    return requests;
+    std::lock_guard lock(mutex_);
+    return requests_;
   }
 
  private:
-  std::mutex mutex;
-  std::vector<v1beta1::RegisterRequest> requests;
+  const std::filesystem::path dir_;
+  std::mutex mutex_;
+  std::vector<v1beta1::RegisterRequest> requests_;
 };
 
 template <class Predicate>
@@ -53,36 +66,57 @@ int Unhealthy(const v1beta1::ListAndWatchResponse& list) {
   return n;
 }
 
-TEST(KubeletFrontEnd, RegistersServesPushesAndServesAgain) {
-  char pattern[] = "/tmp/front-end-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::filesystem::path dir = pattern;
+// A fake kubelet on its socket in a directory of its own, and the front end serving two acme
+// cards into it.
+class KubeletFrontEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/front-end-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir = pattern;
+    kubelet = std::make_unique<FakeKubelet>(dir);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + (dir / "kubelet.sock").string(),
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(kubelet.get());
+    kubelet_server = builder.BuildAndStart();
+    ASSERT_NE(kubelet_server, nullptr);
 
-  FakeKubelet kubelet;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + (dir / "kubelet.sock").string(),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&kubelet);
-  auto kubelet_server = builder.BuildAndStart();
-  ASSERT_NE(kubelet_server, nullptr);
+    runtime = testing::AcmeRuntime(node);
+    ASSERT_NE(runtime, nullptr);
+    served = ResourcesOf(runtime->RunningIdentities().at(0), {});
+    board = std::make_unique<TokenBoard>(*runtime, served);
+    board->Refresh();
+    allocator = std::make_unique<Allocator>(*runtime, pods, AllocatorOptions{});
+    allocator->set_on_change([this] { board->Refresh(); });
+    KubeletOptions options;
+    options.device_plugin_dir = dir;
+    front = std::make_unique<KubeletFrontEnd>(*board, *allocator, options);
+    front->Start();
+  }
 
+  void TearDown() override {
+    front.reset();
+    if (kubelet_server) kubelet_server->Shutdown(std::chrono::system_clock::now() + 1s);
+    std::filesystem::remove_all(dir);
+  }
+
+  std::filesystem::path dir;
+  std::unique_ptr<FakeKubelet> kubelet;
+  std::unique_ptr<grpc::Server> kubelet_server;
   runtime::testing::Node node;
-  auto runtime = testing::AcmeRuntime(node);
-  ASSERT_NE(runtime, nullptr);
-  const auto served = ResourcesOf(runtime->RunningIdentities().at(0), {});
-  TokenBoard board(*runtime, served);
-  board.Refresh();
+  std::unique_ptr<runtime::NodeRuntime> runtime;
+  std::vector<ServedResource> served;
+  std::unique_ptr<TokenBoard> board;
   testing::MemoryPods pods;
-  Allocator allocator(*runtime, pods, {});
-  allocator.set_on_change([&] { board.Refresh(); });
-  KubeletOptions options;
-  options.device_plugin_dir = dir;
-  auto front = std::make_unique<KubeletFrontEnd>(board, allocator, options);
-  front->Start();
+  std::unique_ptr<Allocator> allocator;
+  std::unique_ptr<KubeletFrontEnd> front;
+};
 
+TEST_F(KubeletFrontEndTest, RegistersServesPushesAndServesAgain) {
   ASSERT_TRUE(Eventually([&] { return front->registered_generations() == 1; }));
   std::set<std::string> registered;
-  for (const auto& r : kubelet.Requests()) {
+  for (const auto& r : kubelet->Requests()) {
     EXPECT_EQ(r.version(), "v1beta1");
     EXPECT_EQ(r.endpoint(), SocketName(r.resource_name()));
     EXPECT_TRUE(std::filesystem::exists(dir / r.endpoint()));
@@ -161,8 +195,45 @@ TEST(KubeletFrontEnd, RegistersServesPushesAndServesAgain) {
   EXPECT_FALSE(rewatch->Read(&list));
   for (const ServedResource& r : served)
     EXPECT_FALSE(std::filesystem::exists(dir / SocketName(r.name)));
-  kubelet_server->Shutdown(std::chrono::system_clock::now() + 1s);
-  std::filesystem::remove_all(dir);
+}
+
+// A restarting kubelet removes what it listed in the directory one by one: the sockets of a
+// generation we bind after its first removal go too, and their events may be read before that
+// generation is current. Every resource must still end up served and registered.
+TEST_F(KubeletFrontEndTest, SocketsRemovedAsTheyAreBoundAreServedAgain) {
+  ASSERT_TRUE(Eventually([&] { return front->registered_generations() == 1; }));
+  std::vector<std::filesystem::path> sockets;
+  for (const ServedResource& r : served) sockets.push_back(dir / SocketName(r.name));
+  ASSERT_GE(sockets.size(), 2u);
+  for (int round = 0; round < 20; ++round) {
+    const uint64_t before = front->registered_generations();
+    std::filesystem::remove(sockets.front());
+    // The next generation binds the first socket first: the rest go the moment it is back.
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!std::filesystem::exists(sockets.front())) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "round " << round;
+    }
+    // For a millisecond, as the kubelet's clean-up takes: what is bound in it goes again.
+    const auto cleaned = std::chrono::steady_clock::now() + 1ms;
+    while (std::chrono::steady_clock::now() < cleaned) {
+      for (size_t i = 1; i < sockets.size(); ++i) std::filesystem::remove(sockets[i]);
+    }
+    ASSERT_TRUE(Eventually([&] {
+      return front->registered_generations() > before &&
+             std::ranges::all_of(sockets,
+                                 [](const auto& p) { return std::filesystem::is_socket(p); });
+    })) << "round "
+        << round;
+  }
+  // Each one answers, as the kubelet's dial-back needs.
+  for (const auto& socket : sockets) {
+    auto stub = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix://" + socket.string(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1beta1::DevicePluginOptions options;
+    EXPECT_TRUE(stub->GetDevicePluginOptions(&context, {}, &options).ok()) << socket;
+  }
 }
 
 }  // namespace
