@@ -105,8 +105,8 @@ void TrimForWorkerCache(Json& object);
 // place: at 1,000 nodes the controller-manager's node updates and Kueue's counters arrive many
 // times a second). Such an update starts no pass.
 bool SameForPass(const std::string& plural, const Json& before, const Json& after);
-// Of a Node, also only the status a pass reads (capacity, allocatable, os and architecture,
-// addresses for an Instance's host IPs).
+// Of a Node, also only what a pass reads: its identity, labels and CPU-name annotation, the
+// capacity, os and architecture, the addresses for an Instance's host IPs.
 void TrimNodeForWorkerCache(Json& node);
 // Of a bound Pod, what the CPU view, gate 3's ledger and the requeuer's verdict read: identity,
 // gpustack's annotations, the node, each container's CPU and the phase; of a Failed one also

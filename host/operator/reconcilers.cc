@@ -510,8 +510,11 @@ void TrimForWorkerCache(Json& object) {
       // about half of what its cached Node cost (docs/footprint.md). A pass parses it again
       // only where it compares the object (a node whose facts changed).
       KeepOnly(entry, {"manager", "operation", "subresource", "fieldsV1"});
-      if (auto fields = entry.find("fieldsV1"); fields != entry.end() && fields->is_object())
-        *fields = fields->dump();
+      if (auto fields = entry.find("fieldsV1"); fields != entry.end() && fields->is_object()) {
+        std::string text = fields->dump();
+        text.shrink_to_fit();  // dump() grows it by doubling
+        *fields = std::move(text);
+      }
       ours.push_back(std::move(entry));
     }
     if (ours.empty()) {
@@ -525,9 +528,18 @@ void TrimForWorkerCache(Json& object) {
 void TrimNodeForWorkerCache(Json& node) {
   TrimForWorkerCache(node);
   if (!node.is_object()) return;
-  // Conditions, images, volumes, daemon endpoints: the kubelet's, read by no pass.
+  // The spec (taints, CIDRs), the allocatable copy of the capacity, conditions, images, volumes,
+  // daemon endpoints: read by no pass, and at 1,000 nodes megabytes (docs/footprint.md).
+  KeepOnly(node, {"apiVersion", "kind", "metadata", "status"});
+  if (auto meta = node.find("metadata"); meta != node.end()) {
+    KeepOnly(*meta, {"name", "uid", "resourceVersion", "labels", "annotations", "managedFields",
+                     "finalizers", "deletionTimestamp"});
+    // Of the annotations, the one fleet.cc reads (and SameForPass compares).
+    if (auto annotations = meta->find("annotations"); annotations != meta->end())
+      KeepOnly(*annotations, {kCpuNameAnnotation});
+  }
   if (auto status = node.find("status"); status != node.end()) {
-    KeepOnly(*status, {"capacity", "allocatable", "nodeInfo", "addresses"});
+    KeepOnly(*status, {"capacity", "nodeInfo", "addresses"});
     if (auto info = status->find("nodeInfo"); info != status->end())
       KeepOnly(*info, {"operatingSystem", "architecture"});
   }

@@ -110,8 +110,12 @@ TEST(TrimForWorkerCache, KeepsTheWorkersOwnManagedFieldsAndNoImages) {
   EXPECT_EQ(odd["metadata"], "not an object");
 }
 
-TEST(TrimForWorkerCache, ANodeKeepsTheStatusAPassReads) {
-  Json node = Json::parse(R"({"metadata": {"name": "n", "labels": {"a": "1"}},
+TEST(TrimForWorkerCache, ANodeKeepsWhatAPassReads) {
+  Json node = Json::parse(R"({"apiVersion": "v1", "kind": "Node",
+      "metadata": {"name": "n", "uid": "u", "resourceVersion": "7", "labels": {"a": "1"},
+                   "creationTimestamp": "2026-12-07T09:00:00Z",
+                   "annotations": {"feature.gpustack.ai/cpu-name": "Xeon",
+                                   "node.alpha.kubernetes.io/ttl": "0"}},
       "spec": {"taints": [{"key": "t", "effect": "NoSchedule"}]},
       "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7"},
                  "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
@@ -121,14 +125,18 @@ TEST(TrimForWorkerCache, ANodeKeepsTheStatusAPassReads) {
                               "bootID": "b", "kernelVersion": "6.1"}}})");
   const Json whole = node;
   TrimNodeForWorkerCache(node);
-  EXPECT_EQ(node["status"], Json::parse(R"({"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7"},
+  EXPECT_EQ(node["status"], Json::parse(R"({"capacity": {"cpu": "8"},
       "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}})"));
-  EXPECT_EQ(node["metadata"], whole["metadata"]);
-  EXPECT_EQ(node["spec"], whole["spec"]);
+  EXPECT_EQ(node["metadata"], Json::parse(R"({"name": "n", "uid": "u", "resourceVersion": "7",
+      "labels": {"a": "1"}, "annotations": {"feature.gpustack.ai/cpu-name": "Xeon"}})"));
+  EXPECT_FALSE(node.contains("spec"));
+  EXPECT_EQ(node["kind"], "Node");
   const NodeFacts a = NodeFactsOf(whole), b = NodeFactsOf(node);
-  EXPECT_EQ(std::tie(a.os, a.arch, a.capacity, a.labels),
-            std::tie(b.os, b.arch, b.capacity, b.labels));
+  EXPECT_EQ(std::tie(a.name, a.uid, a.os, a.arch, a.capacity, a.labels, a.cpu_name, a.gkey),
+            std::tie(b.name, b.uid, b.os, b.arch, b.capacity, b.labels, b.cpu_name, b.gkey));
+  EXPECT_EQ(b.cpu_name, "Xeon");
+  EXPECT_TRUE(SameForPass("nodes", whole, node));
 }
 
 TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {
