@@ -17,6 +17,7 @@ packages=(
   libtomlplusplus-dev       # preflight parses containerd's config (TOML)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # the kubelet gRPC APIs
   libnghttp2-dev            # HTTP/2 for the node daemon's kubelet RPC (host/kubelet_rpc)
+  libzstd-dev               # the v1 API keeps its served objects' texts compressed (host/api)
   # the test control plane (scripts/testbed): certificates, health checks, manifest rewriting
   openssl curl python3 python3-yaml
   # its real node (scripts/testbed/kubelet.sh): container runtime, CNI, a static busybox image

@@ -232,7 +232,7 @@ struct ApiServer::State {
     const std::string key = KeyOf(call.info.ns, call.info.name);
     ServedPtr object = b.Recent(key, b.cache().Get(key));
     if (!object) return b.Miss(call);
-    if (!WantsTable(call.request)) return {200, *object->text};
+    if (!WantsTable(call.request)) return {200, object->Text()};
     return JsonResponse(TableOf(b.kind(), {object->Parse()}, call.query.Get("includeObject"),
                                 std::to_string(object->resource_version), "",
                                 std::chrono::system_clock::now()));
@@ -272,7 +272,7 @@ struct ApiServer::State {
     Json metadata = {{"resourceVersion", version}};
     if (!next.empty()) metadata["continue"] = next;
     size_t size = 128;
-    for (const ServedObject* object : chosen) size += object->text->size() + 1;
+    for (const ServedObject* object : chosen) size += object->text_size + 1;
     std::string body;
     body.reserve(size);
     body += Json{{"apiVersion", b.kind().ApiVersion()},
@@ -283,7 +283,7 @@ struct ApiServer::State {
     body += ",\"items\":[";
     for (size_t n = 0; n < chosen.size(); ++n) {
       if (n) body += ',';
-      body += *chosen[n]->text;
+      chosen[n]->AppendText(body);
     }
     body += "]}";
     return {200, std::move(body)};
@@ -332,7 +332,10 @@ struct ApiServer::State {
         stream->Push(Json{{"type", e.type}, {"object", object}}.dump() + "\n");
       } else {
         // The object's text as it is, without parsing it again.
-        stream->Push("{\"object\":" + *e.object->text + ",\"type\":\"" + e.type + "\"}\n");
+        std::string line = "{\"object\":";
+        e.object->AppendText(line);
+        line += ",\"type\":\"" + e.type + "\"}\n";
+        stream->Push(std::move(line));
       }
       return true;
     };

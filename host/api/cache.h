@@ -25,18 +25,24 @@
 namespace gpustack::api {
 
 using ObjectPtr = std::shared_ptr<const nlohmann::json>;
-using TextPtr = std::shared_ptr<const std::string>;
 
 // One object as the v1 API serves it: its text (what a get, a list and a watch send), and what
 // selectors and resumed watches read of it. The parsed object is not kept: at 1,000 nodes the
-// Devices objects as JSON were most of the worker's memory, their text a fifth of it
-// (docs/footprint.md). A table, a metrics read or a write parses the text again.
+// Devices objects as JSON were most of the worker's memory (docs/footprint.md). A table, a
+// metrics read or a write parses the text again.
 struct ServedObject {
   Selectable selectable;  // namespace, name, labels
   uint64_t resource_version = 0;
-  TextPtr text;
+  // The text compressed (zstd), or as it is where that is not smaller: an object's JSON repeats
+  // its keys and shrinks about fivefold, and the texts were then the largest part of the worker's
+  // heap. Unpacked for each read; at these sizes that costs microseconds.
+  std::string packed;
+  size_t text_size = 0;
+  bool compressed = false;
 
   std::string key() const;  // namespace/name, or name
+  std::string Text() const;
+  void AppendText(std::string& out) const;
   nlohmann::json Parse() const;
 };
 using ServedPtr = std::shared_ptr<const ServedObject>;
