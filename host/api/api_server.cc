@@ -232,7 +232,7 @@ struct ApiServer::State {
     const std::string key = KeyOf(call.info.ns, call.info.name);
     ServedPtr object = b.Recent(key, b.cache().Get(key));
     if (!object) return b.Miss(call);
-    if (!WantsTable(call.request)) return {200, object->Text()};
+    if (!WantsTable(call.request)) return {200, object->text.Text()};
     return JsonResponse(TableOf(b.kind(), {object->Parse()}, call.query.Get("includeObject"),
                                 std::to_string(object->resource_version), "",
                                 std::chrono::system_clock::now()));
@@ -272,7 +272,7 @@ struct ApiServer::State {
     Json metadata = {{"resourceVersion", version}};
     if (!next.empty()) metadata["continue"] = next;
     size_t size = 128;
-    for (const ServedObject* object : chosen) size += object->text_size + 1;
+    for (const ServedObject* object : chosen) size += object->text.size() + 1;
     std::string body;
     body.reserve(size);
     body += Json{{"apiVersion", b.kind().ApiVersion()},
@@ -283,7 +283,7 @@ struct ApiServer::State {
     body += ",\"items\":[";
     for (size_t n = 0; n < chosen.size(); ++n) {
       if (n) body += ',';
-      chosen[n]->AppendText(body);
+      chosen[n]->text.AppendTo(body);
     }
     body += "]}";
     return {200, std::move(body)};
@@ -333,7 +333,7 @@ struct ApiServer::State {
       } else {
         // The object's text as it is, without parsing it again.
         std::string line = "{\"object\":";
-        e.object->AppendText(line);
+        e.object->text.AppendTo(line);
         line += ",\"type\":\"" + e.type + "\"}\n";
         stream->Push(std::move(line));
       }

@@ -293,7 +293,7 @@ class DerivedBackend : public Backend {
         // Unchanged but for its version: compared as the text it would be served as.
         Json same = object;
         same["metadata"]["resourceVersion"] = std::to_string(old->resource_version);
-        if (same.dump() == old->Text()) continue;
+        if (same.dump() == old->text.Text()) continue;
       }
       if (!own_version) object["metadata"]["resourceVersion"] = at_version;
       cache_.Upsert(object);

@@ -1,10 +1,6 @@
 #include "host/api/cache.h"
 
-#include <zstd.h>
-
 #include <charconv>
-#include <cstdio>
-#include <cstdlib>
 
 #include "host/common/json_path.h"
 
@@ -27,70 +23,11 @@ std::string KeyOf(const std::string& ns, const std::string& name) {
 
 std::string ServedObject::key() const { return KeyOf(selectable.ns, selectable.name); }
 
-namespace {
-
-// One context per thread for each direction, kept: a one-shot call would allocate (and for the
-// decompressor, map) its own each time.
-struct ContextDeleter {
-  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
-};
-ZSTD_CCtx* Compressor() {
-  thread_local std::unique_ptr<ZSTD_CCtx, ContextDeleter> context(ZSTD_createCCtx());
-  return context.get();
-}
-ZSTD_DCtx* Decompressor() {
-  thread_local std::unique_ptr<ZSTD_DCtx, ContextDeleter> context(ZSTD_createDCtx());
-  return context.get();
-}
-// zstd's fastest level: a served object is packed at every change of it.
-constexpr int kLevel = 1;
-
-}  // namespace
-
-void ServedObject::AppendText(std::string& out) const {
-  if (!compressed) {
-    out += packed;
-    return;
-  }
-  const size_t at = out.size();
-  out.resize(at + text_size);
-  const size_t n =
-      ZSTD_decompressDCtx(Decompressor(), out.data() + at, text_size, packed.data(), packed.size());
-  // Packed by this process from text_size bytes: anything else is memory gone bad.
-  if (ZSTD_isError(n) || n != text_size) {
-    std::fprintf(stderr, "a served object's text does not unpack: %s\n",
-                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "its size changed");
-    std::abort();
-  }
-}
-
-std::string ServedObject::Text() const {
-  std::string text;
-  AppendText(text);
-  return text;
-}
-
 // The text is this cache's own serialization of a parsed object: it parses.
-nlohmann::json ServedObject::Parse() const { return nlohmann::json::parse(Text()); }
+nlohmann::json ServedObject::Parse() const { return nlohmann::json::parse(text.Text()); }
 
 ServedObject ServedObjectOf(const nlohmann::json& served) {
-  ServedObject object{Selectable::Of(served), VersionOf(served), {}, 0, false};
-  std::string text = served.dump();
-  object.text_size = text.size();
-  std::string packed(ZSTD_compressBound(text.size()), '\0');
-  const size_t n = ZSTD_compressCCtx(Compressor(), packed.data(), packed.size(), text.data(),
-                                     text.size(), kLevel);
-  if (!ZSTD_isError(n) && n < text.size()) {
-    packed.resize(n);
-    object.packed = std::move(packed);
-    object.compressed = true;
-  } else {
-    object.packed = std::move(text);
-  }
-  // Both grew past what they hold (dump() by doubling, the buffer to zstd's bound).
-  object.packed.shrink_to_fit();
-  return object;
+  return {Selectable::Of(served), VersionOf(served), PackedText::Of(served.dump())};
 }
 
 void ServedCache::AppendLocked(const WatchEvent& event) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "host/api/selectors.h"
+#include "host/common/packed_text.h"
 #include "host/common/result.h"
 
 namespace gpustack::api {
@@ -33,16 +34,11 @@ using ObjectPtr = std::shared_ptr<const nlohmann::json>;
 struct ServedObject {
   Selectable selectable;  // namespace, name, labels
   uint64_t resource_version = 0;
-  // The text compressed (zstd), or as it is where that is not smaller: an object's JSON repeats
-  // its keys and shrinks about fivefold, and the texts were then the largest part of the worker's
-  // heap. Unpacked for each read; at these sizes that costs microseconds.
-  std::string packed;
-  size_t text_size = 0;
-  bool compressed = false;
+  // Kept packed: the texts were the largest part of the worker's heap. Unpacked for each get,
+  // list item and watch event.
+  PackedText text;
 
   std::string key() const;  // namespace/name, or name
-  std::string Text() const;
-  void AppendText(std::string& out) const;
   nlohmann::json Parse() const;
 };
 using ServedPtr = std::shared_ptr<const ServedObject>;

@@ -274,8 +274,10 @@ Status InstanceController::Reconcile(const std::string& key, Step& step) {
     else if (!kube::IsAlreadyExists(made.failure())) return made.failure();
   }
   ObjectPtr node;
-  if (std::string bound = StringAt(*pod, {"spec", "nodeName"}); !bound.empty() && inputs_.nodes)
-    node = inputs_.nodes->Get(bound);
+  if (std::string bound = StringAt(*pod, {"spec", "nodeName"}); !bound.empty() && inputs_.nodes) {
+    if (NodeRecordPtr record = inputs_.nodes->Get(bound))
+      node = std::make_shared<const Json>(record->Parse());
+  }
   return WriteStatus(instance, InstanceStatus({.pod = pod.get(),
                                                .service = service.get(),
                                                .node = node.get()},
@@ -303,13 +305,13 @@ Status InstanceController::CreatePod(const Json& instance, const Json& type,
     context.runtime_class = RuntimeClassOf(m->second);
   }
   if (std::string node_name = spec.value("nodeName", ""); !node_name.empty()) {
-    ObjectPtr node = inputs_.nodes ? inputs_.nodes->Get(node_name) : nullptr;
+    NodeRecordPtr node = inputs_.nodes ? inputs_.nodes->Get(node_name) : nullptr;
     if (!node) {
       step.recheck = true;
       step.message = "spec.nodeName: node " + node_name + " does not exist";
       return Ok{};
     }
-    context.pinned_hostname = StringAt(*node, {"metadata", "labels", "kubernetes.io/hostname"});
+    context.pinned_hostname = node->hostname;
     if (context.pinned_hostname.empty()) context.pinned_hostname = node_name;
   }
   // Defaults the webhook would have written, should it have been bypassed.

@@ -19,6 +19,7 @@
 #include "host/kube/informer.h"
 #include "host/kube/workqueue.h"
 #include "host/operator/fleet.h"
+#include "host/operator/node_record.h"
 #include "host/operator/settings.h"
 
 namespace gpustack::op {
@@ -31,7 +32,7 @@ struct InstanceCounters {
 
 // The leader's caches the controller reads besides its own.
 struct InstanceControllerInputs {
-  kube::Informer* nodes = nullptr;
+  NodeInformer* nodes = nullptr;
   kube::Informer* instance_types = nullptr;
   kube::Informer* queues = nullptr;  // ClusterQueues (name == InstanceType name)
   std::function<Settings()> settings;

@@ -148,7 +148,7 @@ Result<std::vector<PodSetDemand>> DemandsOf(const Json& workload,
 }
 
 NodeDevicesCheck::NodeDevicesCheck(kube::Client& client, NodeCheckOptions options,
-                                   kube::Informer& nodes, kube::Informer& instance_types)
+                                   NodeInformer& nodes, kube::Informer& instance_types)
     : client_(client), options_(options), nodes_(nodes), instance_types_(instance_types) {}
 
 NodeDevicesCheck::~NodeDevicesCheck() = default;
@@ -380,10 +380,8 @@ Status NodeDevicesCheck::Write(const Json& workload, const CheckVerdict& verdict
     const std::string uid = StringAt(workload, {"metadata", "uid"});
     for (const PodSetPlacement& p : verdict.placements) {
       std::string hostname = p.node;
-      if (ObjectPtr node = nodes_.Get(p.node)) {
-        if (std::string h = StringAt(*node, {"metadata", "labels", kHostnameLabel}); !h.empty())
-          hostname = h;
-      }
+      if (NodeRecordPtr node = nodes_.Get(p.node); node && !node->hostname.empty())
+        hostname = node->hostname;
       ledger::Chosen chosen{uid, p.pod_set, p.node, p.pods};
       updates.push_back(
           {{"name", p.pod_set},

@@ -25,6 +25,7 @@
 #include "host/ledger/ledger.h"
 #include "host/operator/bound_pod.h"
 #include "host/operator/fleet.h"
+#include "host/operator/node_record.h"
 
 namespace gpustack::op {
 
@@ -77,7 +78,7 @@ struct NodeCheckCounters {
 // The controller: one Workload at a time, from the leader's informers.
 class NodeDevicesCheck {
  public:
-  NodeDevicesCheck(kube::Client& client, NodeCheckOptions options, kube::Informer& nodes,
+  NodeDevicesCheck(kube::Client& client, NodeCheckOptions options, NodeInformer& nodes,
                    kube::Informer& instance_types);
   ~NodeDevicesCheck();
 
@@ -121,7 +122,7 @@ class NodeDevicesCheck {
 
   kube::Client& client_;
   NodeCheckOptions options_;
-  kube::Informer& nodes_;
+  NodeInformer& nodes_;
   kube::Informer& instance_types_;
   std::unique_ptr<kube::Informer> workloads_;
 

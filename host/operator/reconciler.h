@@ -17,6 +17,7 @@
 #include "host/kube/client.h"
 #include "host/kube/informer.h"
 #include "host/operator/fleet.h"
+#include "host/operator/node_record.h"
 
 namespace gpustack::op {
 
@@ -47,7 +48,7 @@ struct Write {
 
 // The informers' caches a pass reads.
 struct Caches {
-  kube::Informer* nodes = nullptr;
+  NodeInformer* nodes = nullptr;
   kube::Informer* instance_types = nullptr;
   kube::Informer* namespaces = nullptr;
   kube::Informer* flavors = nullptr;
@@ -105,6 +106,8 @@ void TrimForWorkerCache(Json& object);
 // place: at 1,000 nodes the controller-manager's node updates and Kueue's counters arrive many
 // times a second). Such an update starts no pass.
 bool SameForPass(const std::string& plural, const Json& before, const Json& after);
+// What a pass reads of a Node, as one value: SameForPass compares it, NodeRecord hashes it.
+Json NodePassView(const Json& node);
 // Of a Node, also only what a pass reads: its identity, labels and CPU-name annotation, the
 // capacity, os and architecture, the addresses for an Instance's host IPs.
 void TrimNodeForWorkerCache(Json& node);

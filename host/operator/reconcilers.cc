@@ -52,11 +52,12 @@ class NodeReconciler final : public Reconciler {
       // The same facts object: the same Node, Devices and settings as when it was clean.
       if (auto clean = clean_.find(node->name); clean != clean_.end() && clean->second == node)
         continue;
-      ObjectPtr actual = pass.caches.nodes->Get(node->name);
-      if (!actual) continue;
+      NodeRecordPtr record = pass.caches.nodes->Get(node->name);
+      if (!record) continue;
+      const Json actual = record->Parse();
       const size_t before = writes.size();
-      Labels(pass.fleet, *node, *actual, writes);
-      Capacity(pass.fleet, *node, *actual, writes);
+      Labels(pass.fleet, *node, actual, writes);
+      Capacity(pass.fleet, *node, actual, writes);
       if (writes.size() == before) clean_[node->name] = node;
     }
     std::erase_if(clean_, [&](const auto& entry) { return !seen.count(entry.first); });
@@ -454,18 +455,24 @@ Json OwnedFields(const Json& object, const std::string& manager, const std::stri
   return Json::object();
 }
 
-bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
-  auto same = [&](JsonPath path) { return JsonAt(a, path) == JsonAt(b, path); };
+Json NodePassView(const Json& node) {
   // Of a Node's annotations a pass reads one; the controller-manager rewrites others (its TTL
   // controller's node.alpha.kubernetes.io/ttl on every node as the cluster grows).
-  const bool annotations = plural == "nodes" ? same({"metadata", "annotations", kCpuNameAnnotation})
-                                             : same({"metadata", "annotations"});
-  const bool meta = same({"metadata", "labels"}) && annotations &&
+  return Json::array({JsonAt(node, {"metadata", "labels"}),
+                      JsonAt(node, {"metadata", "annotations", kCpuNameAnnotation}),
+                      JsonAt(node, {"metadata", "finalizers"}),
+                      JsonAt(node, {"metadata", "deletionTimestamp"}),
+                      JsonAt(node, {"status", "capacity"}),
+                      JsonAt(node, {"status", "nodeInfo", "operatingSystem"}),
+                      JsonAt(node, {"status", "nodeInfo", "architecture"})});
+}
+
+bool SameForPass(const std::string& plural, const Json& a, const Json& b) {
+  if (plural == "nodes") return NodePassView(a) == NodePassView(b);
+  auto same = [&](JsonPath path) { return JsonAt(a, path) == JsonAt(b, path); };
+  const bool meta = same({"metadata", "labels"}) && same({"metadata", "annotations"}) &&
                     same({"metadata", "finalizers"}) && same({"metadata", "deletionTimestamp"});
   if (!meta) return false;
-  if (plural == "nodes")
-    return same({"status", "capacity"}) && same({"status", "nodeInfo", "operatingSystem"}) &&
-           same({"status", "nodeInfo", "architecture"});
   if (plural == "namespaces") return same({"status", "phase"});
   if (plural == "pods") return same({"spec"}) && same({"status", "phase"});
   if (plural == "clusterqueues") {

@@ -141,7 +141,7 @@ class ReconcileLoop {
   // heartbeat, Kueue's counters).
   std::unique_ptr<kube::Informer> Watched(ResourceType type, std::string ns,
                                           kube::InformerOptions options = {}) {
-    options.transform = type.plural == "nodes" ? &TrimNodeForWorkerCache : &TrimForWorkerCache;
+    options.transform = &TrimForWorkerCache;
     auto informer = std::make_unique<kube::Informer>(client_, type, std::move(ns), options);
     informer->AddEventHandler(
         {.on_add = [this](const ObjectPtr&) { queue_.Add("sync"); },
@@ -157,7 +157,20 @@ class ReconcileLoop {
   }
 
   void StartCaches() {
-    nodes_ = Watched(kube::resources::Nodes(), "");
+    // Each Node trimmed and packed, with what every pass reads beside it (node_record.h).
+    kube::InformerOptions trimmed;
+    trimmed.transform = &TrimNodeForWorkerCache;
+    nodes_ = std::make_unique<NodeInformer>(client_, kube::resources::Nodes(), "", trimmed,
+                                            &NodeRecordOf);
+    nodes_->AddEventHandler({.on_add = [this](const NodeRecordPtr&) { queue_.Add("sync"); },
+                             .on_update =
+                                 [this](const NodeRecordPtr& before, const NodeRecordPtr& after) {
+                                   if (before->pass_digest == after->pass_digest) return;
+                                   log_->trace("changed: nodes {}", after->name);
+                                   queue_.Add("sync");
+                                 },
+                             .on_delete = [this](const NodeRecordPtr&) { queue_.Add("sync"); }});
+    informers_.push_back(nodes_.get());
     // Each node's Devices object as its ledger, built once as it comes in (devices_record.h).
     devices_ = std::make_unique<kube::BasicInformer<DevicesRecord>>(
         client_, kube::resources::Devices(), "", kube::InformerOptions{}, &DevicesRecordOf);
@@ -289,16 +302,16 @@ class ReconcileLoop {
                                  std::vector<std::string>* problems) {
     std::vector<NodePtr> out;
     std::set<std::string> seen;
-    for (const ObjectPtr& node : nodes_->List()) {
-      const std::string name = StringAt(*node, {"metadata", "name"});
+    for (const NodeRecordPtr& node : nodes_->List()) {
+      const std::string& name = node->name;
       seen.insert(name);
       DevicesPtr devices = devices_->Get(name);
-      const std::string node_rv = (*node)["metadata"].value("resourceVersion", "");
+      const std::string& node_rv = node->resource_version;
       const std::string devices_rv = devices ? devices->resource_version : "";
       Cached& cached = facts_[name];
       if (!cached.facts || cached.node_rv != node_rv || cached.devices_rv != devices_rv ||
           cached.settings_key != settings_key) {
-        NodeFacts facts = NodeFactsOf(*node, devices.get());
+        NodeFacts facts = NodeFactsOf(node->Parse(), devices.get());
         DecideManagement(facts, settings);
         cached = Cached{node_rv, devices_rv, settings_key,
                         std::make_shared<const NodeFacts>(std::move(facts))};
@@ -418,7 +431,8 @@ class ReconcileLoop {
   std::vector<std::unique_ptr<Reconciler>> reconcilers_;
   kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
-  std::unique_ptr<kube::Informer> nodes_, instance_types_, namespaces_, flavors_, queues_,
+  std::unique_ptr<NodeInformer> nodes_;
+  std::unique_ptr<kube::Informer> instance_types_, namespaces_, flavors_, queues_,
       entrances_, checks_, settings_;
   std::unique_ptr<kube::BasicInformer<DevicesRecord>> devices_;
   std::unique_ptr<kube::BasicInformer<BoundPod>> pods_;

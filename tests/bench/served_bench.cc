@@ -1,6 +1,7 @@
-// The v1 API's served texts, kept packed (host/api/cache.h): what packing an object costs at each
-// change, what unpacking costs at each get, watch event and list item, and how much smaller it
-// is. The object is a Devices of an 8×H100 node, as the bench fleet serves 1,000 of.
+// The v1 API's served texts, kept packed (host/api/cache.h, host/common/packed_text.h): what
+// packing an object costs at each change, what unpacking costs at each get, watch event and list
+// item, and how much smaller it is. The object is a Devices of an 8×H100 node, as the bench fleet
+// serves 1,000 of.
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -33,18 +34,18 @@ void BM_ServedObjectPack(benchmark::State& state) {
     served = ServedObjectOf(object);
     benchmark::DoNotOptimize(served);
   }
-  state.counters["text_bytes"] = static_cast<double>(served.text_size);
-  state.counters["kept_bytes"] = static_cast<double>(served.packed.size());
+  state.counters["text_bytes"] = static_cast<double>(served.text.size());
+  state.counters["kept_bytes"] = static_cast<double>(served.text.kept_bytes());
 }
 BENCHMARK(BM_ServedObjectPack)->Unit(benchmark::kMicrosecond);
 
 void BM_ServedObjectUnpack(benchmark::State& state) {
   const ServedObject served = ServedObjectOf(DevicesObject(1));
   for (auto _ : state) {
-    std::string text = served.Text();
+    std::string text = served.text.Text();
     benchmark::DoNotOptimize(text);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * served.text_size));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * served.text.size()));
 }
 BENCHMARK(BM_ServedObjectUnpack)->Unit(benchmark::kMicrosecond);
 
@@ -53,11 +54,11 @@ void BM_ServedListBody(benchmark::State& state) {
   std::vector<ServedObject> objects;
   for (int i = 0; i < state.range(0); ++i) objects.push_back(ServedObjectOf(DevicesObject(i)));
   size_t size = 0;
-  for (const ServedObject& o : objects) size += o.text_size + 1;
+  for (const ServedObject& o : objects) size += o.text.size() + 1;
   for (auto _ : state) {
     std::string body;
     body.reserve(size);
-    for (const ServedObject& o : objects) o.AppendText(body);
+    for (const ServedObject& o : objects) o.text.AppendTo(body);
     benchmark::DoNotOptimize(body);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));

@@ -139,6 +139,47 @@ TEST(TrimForWorkerCache, ANodeKeepsWhatAPassReads) {
   EXPECT_TRUE(SameForPass("nodes", whole, node));
 }
 
+// The worker's record of a Node: the trimmed Node back as it was, the hostname gate 3 reads, and
+// a digest that changes with what a pass reads and with nothing else.
+TEST(NodeRecord, KeepsTheTrimmedNodeAndADigestOfWhatAPassReads) {
+  Json node = Json::parse(R"({"apiVersion": "v1", "kind": "Node",
+      "metadata": {"name": "n", "resourceVersion": "7",
+                   "labels": {"kubernetes.io/hostname": "host-n", "a": "1"},
+                   "annotations": {"feature.gpustack.ai/cpu-name": "Xeon"}},
+      "status": {"capacity": {"cpu": "8"},
+                 "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                 "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}}})");
+  TrimNodeForWorkerCache(node);
+  const NodeRecord record = NodeRecordOf(node);
+  EXPECT_EQ(record.name, "n");
+  EXPECT_EQ(record.resource_version, "7");
+  EXPECT_EQ(record.hostname, "host-n");
+  EXPECT_EQ(record.Parse(), node);
+
+  auto digest_after = [&](auto change) {
+    Json changed = node;
+    change(changed);
+    return NodeRecordOf(changed).pass_digest;
+  };
+  // Not read by a pass: the version, the addresses.
+  EXPECT_EQ(digest_after([](Json& n) { n["metadata"]["resourceVersion"] = "8"; }),
+            record.pass_digest);
+  EXPECT_EQ(digest_after([](Json& n) { n["status"]["addresses"] = Json::array(); }),
+            record.pass_digest);
+  // Read: a label, the CPU name, the capacity, the architecture, a deletion.
+  EXPECT_NE(digest_after([](Json& n) { n["metadata"]["labels"]["a"] = "2"; }), record.pass_digest);
+  EXPECT_NE(digest_after([](Json& n) {
+              n["metadata"]["annotations"]["feature.gpustack.ai/cpu-name"] = "EPYC";
+            }),
+            record.pass_digest);
+  EXPECT_NE(digest_after([](Json& n) { n["status"]["capacity"]["nvidia.com/gpu"] = "8"; }),
+            record.pass_digest);
+  EXPECT_NE(digest_after([](Json& n) { n["status"]["nodeInfo"]["architecture"] = "arm64"; }),
+            record.pass_digest);
+  EXPECT_NE(digest_after([](Json& n) { n["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"; }),
+            record.pass_digest);
+}
+
 TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {
   Json pod = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
       "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
