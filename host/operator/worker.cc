@@ -432,8 +432,8 @@ class ReconcileLoop {
   kube::WorkQueue queue_{kube::WorkQueueOptions{.base_delay = std::chrono::milliseconds(200),
                                                 .max_delay = std::chrono::milliseconds(30'000)}};
   std::unique_ptr<NodeInformer> nodes_;
-  std::unique_ptr<kube::Informer> instance_types_, namespaces_, flavors_, queues_,
-      entrances_, checks_, settings_;
+  std::unique_ptr<kube::Informer> instance_types_, namespaces_, flavors_, queues_, entrances_,
+      checks_, settings_;
   std::unique_ptr<kube::BasicInformer<DevicesRecord>> devices_;
   std::unique_ptr<kube::BasicInformer<BoundPod>> pods_;
   std::vector<kube::InformerBase*> informers_;

@@ -176,8 +176,9 @@ TEST(NodeRecord, KeepsTheTrimmedNodeAndADigestOfWhatAPassReads) {
             record.pass_digest);
   EXPECT_NE(digest_after([](Json& n) { n["status"]["nodeInfo"]["architecture"] = "arm64"; }),
             record.pass_digest);
-  EXPECT_NE(digest_after([](Json& n) { n["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"; }),
-            record.pass_digest);
+  EXPECT_NE(
+      digest_after([](Json& n) { n["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"; }),
+      record.pass_digest);
 }
 
 TEST(TrimForWorkerCache, ABoundPodKeepsWhatTheCpuViewAndGate3Read) {
