@@ -169,9 +169,9 @@ NodeFacts NodeFactsOf(const Json& node, const DevicesRecord* devices) {
   const Json& meta = node.value("metadata", Json::object());
   f.name = meta.value("name", "");
   f.uid = meta.value("uid", "");
-  const Json labels = meta.value("labels", Json::object());
-  for (const auto& [k, v] : labels.items())
-    if (v.is_string()) f.labels[k] = v.get<std::string>();
+  if (const Json& managed = JsonAt(node, {"metadata", "labels", kManagedLabel});
+      managed.is_string())
+    f.labels[kManagedLabel] = managed.get<std::string>();
   const Json& status = node.value("status", Json::object());
   const Json& info = status.value("nodeInfo", Json::object());
   f.os = Label(node, "kubernetes.io/os");

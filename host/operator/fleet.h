@@ -84,6 +84,8 @@ struct NodeFacts {
   std::string cpu_vendor;  // "amd", "intel", "generic"
   std::string cpu_name;    // as NFD's annotation reports it
   int64_t cores = 0;       // Node.status.capacity.cpu, whole cores
+  // Of its labels, those the fleet reads (gpustack.ai/managed): a pass keeps every node's facts,
+  // and a Node carries dozens of labels (docs/footprint.md).
   std::map<std::string, std::string> labels;
   std::map<std::string, int64_t> capacity;           // whole-number entries of Node.status.capacity
   std::shared_ptr<const ledger::NodeLedger> ledger;  // null: no (usable) Devices object

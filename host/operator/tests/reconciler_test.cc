@@ -137,6 +137,9 @@ TEST(TrimForWorkerCache, ANodeKeepsWhatAPassReads) {
             std::tie(b.name, b.uid, b.os, b.arch, b.capacity, b.labels, b.cpu_name, b.gkey));
   EXPECT_EQ(b.cpu_name, "Xeon");
   EXPECT_TRUE(SameForPass("nodes", whole, node));
+  // Of the labels, the facts keep the one the fleet reads, even empty (an admin's).
+  node["metadata"]["labels"][kManagedLabel] = "";
+  EXPECT_EQ(NodeFactsOf(node).labels, (std::map<std::string, std::string>{{kManagedLabel, ""}}));
 }
 
 // The worker's record of a Node: the trimmed Node back as it was, the hostname gate 3 reads, and
