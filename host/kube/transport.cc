@@ -447,7 +447,9 @@ Status Transport::Stream(const HttpRequest& request, Clock::time_point header_de
     tokens_.Invalidate();
   }
   std::string collected;
-  char piece[64 * 1024];
+  // One TLS record's worth (16 KB): a read hands out at most one decrypted record, and every
+  // watch holds this on its own thread's stack, resident for as long as the watch lives.
+  char piece[16 * 1024];
   while (!parser.is_done()) {
     if (stopped) {
       return Ok{};
