@@ -179,8 +179,10 @@ NodeFacts NodeFactsOf(const Json& node, const DevicesRecord* devices) {
   f.arch = Label(node, "kubernetes.io/arch");
   if (f.arch.empty()) f.arch = info.value("architecture", "amd64");
   const Json capacity = status.value("capacity", Json::object());
-  for (const auto& [k, v] : capacity.items())
+  for (const auto& [k, v] : capacity.items()) {
+    if (k != "cpu" && !k.ends_with(".sliced") && !k.ends_with(".partitioned")) continue;
     if (auto milli = kube::MilliOf(v)) f.capacity[k] = *milli / 1000;
+  }
   f.cores = f.capacity.count("cpu") ? f.capacity["cpu"] : 0;
 
   const std::string vendor = Label(node, kCpuVendorLabel);

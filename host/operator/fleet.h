@@ -87,7 +87,9 @@ struct NodeFacts {
   // Of its labels, those the fleet reads (gpustack.ai/managed): a pass keeps every node's facts,
   // and a Node carries dozens of labels (docs/footprint.md).
   std::map<std::string, std::string> labels;
-  std::map<std::string, int64_t> capacity;           // whole-number entries of Node.status.capacity
+  // Of Node.status.capacity, the whole-number entries the fleet reads: the CPU and each plugin's
+  // sliced and partitioned pools (not the counting keys, a dozen a card model).
+  std::map<std::string, int64_t> capacity;
   std::shared_ptr<const ledger::NodeLedger> ledger;  // null: no (usable) Devices object
   std::vector<ledger::Allocation> claims;            // what ResourceClaims hold (docs/dra.md)
   std::string devices_problem;  // why a Devices object that exists could not be used

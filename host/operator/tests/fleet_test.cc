@@ -344,15 +344,17 @@ TEST(Nodes, CapacityQuantitiesAsTheApiserverWritesThem) {
   Json node = Node("n", "AMD", "AMD EPYC 7R13 Processor", 0,
                    {{"cpu", "4000m"},
                     {"nvidia.com/gpu.sliced", "1k"},
+                    {"nvidia.com/gpu.partitioned", "2Ki"},
                     {"memory", "2Gi"},
-                    {"example.com/odd", "1.5"},
-                    {"example.com/bad", "x1"}});
+                    {"example.com/odd.sliced", "1.5"},
+                    {"example.com/bad.sliced", "x1"}});
   const NodeFacts f = NodeFactsOf(node);
   EXPECT_EQ(f.cores, 4);
   EXPECT_EQ(f.capacity.at("nvidia.com/gpu.sliced"), 1000);
-  EXPECT_EQ(f.capacity.at("memory"), int64_t{2} << 30);
-  EXPECT_EQ(f.capacity.at("example.com/odd"), 1);  // whole units, rounded down
-  EXPECT_EQ(f.capacity.count("example.com/bad"), 0u);
+  EXPECT_EQ(f.capacity.at("nvidia.com/gpu.partitioned"), 2048);
+  EXPECT_EQ(f.capacity.at("example.com/odd.sliced"), 1);  // whole units, rounded down
+  EXPECT_EQ(f.capacity.count("example.com/bad.sliced"), 0u);
+  EXPECT_EQ(f.capacity.count("memory"), 0u);  // not read by the fleet: not kept
 }
 
 TEST(Nodes, ManualManagementAndHeldLabels) {
