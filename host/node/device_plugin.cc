@@ -214,6 +214,7 @@ void TokenBoard::set_on_change(std::function<void()> on_change) {
 // One life of the servers: created when the daemon starts and whenever the kubelet comes back.
 struct KubeletFrontEnd::Generation {
   std::atomic<bool> stopping{false};
+  bool stale = false;  // a restart was asked before it was current (under generation_mutex_)
   kubelet_rpc::Server server;
   std::vector<std::filesystem::path> sockets;
   std::thread registrar;
@@ -284,7 +285,8 @@ void KubeletFrontEnd::Serve() {
     alignas(inotify_event) char buffer[4096];
     while (read(directory_watch_.get(), buffer, sizeof(buffer)) > 0) {
     }
-    (void)generation->server.Watch(directory_watch_.get(), [this] { DirectoryChanged(); });
+    (void)generation->server.Watch(directory_watch_.get(),
+                                   [this, g = generation.get()] { DirectoryChanged(g); });
   }
   if (Status started = generation->server.Start("device-plugin"); !started) {
     Logger("device-plugin")->error("cannot serve the kubelet: {}", started.error());
@@ -336,7 +338,7 @@ void KubeletFrontEnd::Serve() {
         }
       }
       if (lost) {
-        Restart();
+        RestartFrom(g);
         return;
       }
       if (remaining == 0) break;
@@ -364,8 +366,10 @@ void KubeletFrontEnd::Serve() {
     // it listed one by one, ours among them if we bound them in between. Checked under the lock,
     // so that a removal is either seen here or read as this generation's.
     std::lock_guard lock(generation_mutex_);
-    lost = std::ranges::any_of(g->sockets, SocketGone);
-    generation_ = std::move(generation);  // there is none: Start and the watcher end it first
+    lost = g->stale || std::ranges::any_of(g->sockets, SocketGone);
+    // There is none: Start and the restarter end it first, and a generation not yet current
+    // starts no restart of its own (RestartFrom).
+    generation_ = std::move(generation);
     streams_ = std::move(streams);
   }
   if (lost) {
@@ -397,7 +401,7 @@ void KubeletFrontEnd::Stop() {
 
 // On the serving thread: the kubelet's socket created again (it restarted, and forgot every
 // registration), or one of ours removed. Either way a new generation serves and registers.
-void KubeletFrontEnd::DirectoryChanged() {
+void KubeletFrontEnd::DirectoryChanged(Generation* g) {
   alignas(inotify_event) char buffer[4096];
   bool restart = false;
   for (;;) {
@@ -410,20 +414,30 @@ void KubeletFrontEnd::DirectoryChanged() {
         Logger("device-plugin")->info("the kubelet restarted: registering again");
         restart = true;
       }
-      if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) && name.rfind("gpustack-", 0) == 0) {
-        std::lock_guard lock(generation_mutex_);
-        if (generation_ != nullptr && !generation_->stopping) {
-          for (const auto& socket : generation_->sockets) {
-            if (socket.filename() != name) continue;
-            Logger("device-plugin")->info("{} was removed: serving again", name);
-            restart = true;
-          }
+      // g outlives this call: its serving thread runs it, and ending g joins that thread.
+      if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) && name.rfind("gpustack-", 0) == 0 &&
+          !g->stopping) {
+        for (const auto& socket : g->sockets) {
+          if (socket.filename() != name) continue;
+          Logger("device-plugin")->info("{} was removed: serving again", name);
+          restart = true;
         }
       }
       off += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
     }
   }
-  if (restart) Restart();
+  if (restart) RestartFrom(g);
+}
+
+void KubeletFrontEnd::RestartFrom(Generation* g) {
+  {
+    std::lock_guard lock(generation_mutex_);
+    if (generation_.get() != g) {
+      g->stale = true;  // not current yet: Serve restarts once it is; or gone: read by nobody
+      return;
+    }
+  }
+  Restart();
 }
 
 // The generation being replaced owns the thread that asks: a thread of its own ends it (joining
@@ -442,6 +456,11 @@ void KubeletFrontEnd::Restart() {
     NameThisThread("kubelet-restart");
     for (;;) {
       TakeGeneration().reset();  // the server down, its sockets removed
+      {
+        // What was asked until now was about the generation just ended.
+        std::lock_guard ended(restart_mutex_);
+        restart_again_ = false;
+      }
       if (!stop_) Serve();
       {
         std::lock_guard done(restart_mutex_);
@@ -450,7 +469,6 @@ void KubeletFrontEnd::Restart() {
           restart_again_ = false;
           return;
         }
-        restart_again_ = false;
       }
       // The generation just served lost a socket: once more, after a pause in case whoever
       // removes them is still at it.

@@ -79,8 +79,11 @@ class KubeletFrontEnd {
   void Serve();  // one generation
   void PushTokens();  // to every open ListAndWatch stream whose tokens are out of date
   std::unique_ptr<Generation> TakeGeneration();
-  void DirectoryChanged();  // the kubelet's socket created again, or ours removed
-  void Restart();           // a new generation, from a thread of its own
+  void DirectoryChanged(Generation* g);  // the kubelet's socket created again, or ours removed
+  void Restart();                        // a new generation, from a thread of its own
+  // A restart asked by generation `g` (its serving thread or its registrar): at once if `g` is
+  // current, when it becomes current if it is not yet (Serve checks), not at all if it is gone.
+  void RestartFrom(Generation* g);
 
   TokenBoard& board_;
   Allocator& allocator_;
