@@ -156,33 +156,37 @@ class ReconcileLoop {
     return informer;
   }
 
+  // An informer of records (cluster-wide) whose changes start a pass, unless the record's digest
+  // of what a pass reads stayed the same.
+  template <typename Record, size_t Record::*digest>
+  std::unique_ptr<kube::BasicInformer<Record>> WatchedRecords(ResourceType type,
+                                                              kube::InformerOptions options,
+                                                              Record (*project)(const Json&)) {
+    using Ptr = std::shared_ptr<const Record>;
+    auto informer = std::make_unique<kube::BasicInformer<Record>>(client_, type, "",
+                                                                  std::move(options), project);
+    informer->AddEventHandler(
+        {.on_add = [this](const Ptr&) { queue_.Add("sync"); },
+         .on_update =
+             [this, plural = type.plural](const Ptr& before, const Ptr& after) {
+               if ((*before).*digest == (*after).*digest) return;
+               log_->trace("changed: {} {}", plural, after->name);
+               queue_.Add("sync");
+             },
+         .on_delete = [this](const Ptr&) { queue_.Add("sync"); }});
+    informers_.push_back(informer.get());
+    return informer;
+  }
+
   void StartCaches() {
     // Each Node trimmed and packed, with what every pass reads beside it (node_record.h).
     kube::InformerOptions trimmed;
     trimmed.transform = &TrimNodeForWorkerCache;
-    nodes_ = std::make_unique<NodeInformer>(client_, kube::resources::Nodes(), "", trimmed,
-                                            &NodeRecordOf);
-    nodes_->AddEventHandler({.on_add = [this](const NodeRecordPtr&) { queue_.Add("sync"); },
-                             .on_update =
-                                 [this](const NodeRecordPtr& before, const NodeRecordPtr& after) {
-                                   if (before->pass_digest == after->pass_digest) return;
-                                   log_->trace("changed: nodes {}", after->name);
-                                   queue_.Add("sync");
-                                 },
-                             .on_delete = [this](const NodeRecordPtr&) { queue_.Add("sync"); }});
-    informers_.push_back(nodes_.get());
+    nodes_ = WatchedRecords<NodeRecord, &NodeRecord::pass_digest>(kube::resources::Nodes(), trimmed,
+                                                                  &NodeRecordOf);
     // Each node's Devices object as its ledger, built once as it comes in (devices_record.h).
-    devices_ = std::make_unique<kube::BasicInformer<DevicesRecord>>(
-        client_, kube::resources::Devices(), "", kube::InformerOptions{}, &DevicesRecordOf);
-    devices_->AddEventHandler({.on_add = [this](const DevicesPtr&) { queue_.Add("sync"); },
-                               .on_update =
-                                   [this](const DevicesPtr& before, const DevicesPtr& after) {
-                                     if (before->digest == after->digest) return;
-                                     log_->trace("changed: devices {}", after->name);
-                                     queue_.Add("sync");
-                                   },
-                               .on_delete = [this](const DevicesPtr&) { queue_.Add("sync"); }});
-    informers_.push_back(devices_.get());
+    devices_ = WatchedRecords<DevicesRecord, &DevicesRecord::digest>(kube::resources::Devices(), {},
+                                                                     &DevicesRecordOf);
     instance_types_ = Watched(kube::resources::InstanceTypes(), "");
     namespaces_ = Watched(kube::resources::Namespaces(), "");
     auto labelled = [](const char* type) {
