@@ -373,7 +373,10 @@ void KubeletFrontEnd::Serve() {
     streams_ = std::move(streams);
   }
   if (lost) {
-    Logger("device-plugin")->info("a socket was removed as it was bound: serving again");
+    Logger("device-plugin")
+        ->info(
+            "a socket was removed, or the kubelet restarted, as this generation started: "
+            "serving again");
     Restart();
   }
 }
