@@ -293,7 +293,9 @@ class DerivedBackend : public Backend {
         // Unchanged but for its version: compared as the text it would be served as.
         Json same = object;
         same["metadata"]["resourceVersion"] = std::to_string(old->resource_version);
-        if (same.dump() == old->text.Text()) continue;
+        // Sizes first: the kept text is unpacked only when they agree.
+        const std::string text = same.dump();
+        if (text.size() == old->text.size() && text == old->text.Text()) continue;
       }
       if (!own_version) object["metadata"]["resourceVersion"] = at_version;
       cache_.Upsert(object);
