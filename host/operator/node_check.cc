@@ -161,24 +161,28 @@ void NodeDevicesCheck::MarkDirty(const std::string& node) {
 void NodeDevicesCheck::OnPod(const std::shared_ptr<const BoundPod>& before,
                              const std::shared_ptr<const BoundPod>& after) {
   auto interesting = [](const std::shared_ptr<const BoundPod>& pod) {
-    return pod != nullptr && !pod->node.empty() && (pod->allocated || pod->chosen);
+    return pod != nullptr && !pod->node().empty() && (pod->allocated() || pod->chosen());
   };
   auto workload_of = [](const BoundPod& pod) -> std::string {
-    if (!pod.chosen || pod.chosen->empty() || !pod.allocated || pod.allocated->empty()) return {};
-    auto parsed = ledger::ChosenFromAnnotation(*pod.chosen);
+    const std::optional<std::string_view> chosen = pod.chosen();
+    const std::optional<std::string_view> allocated = pod.allocated();
+    if (!chosen || chosen->empty() || !allocated || allocated->empty()) return {};
+    auto parsed = ledger::ChosenFromAnnotation(std::string(*chosen));
     return parsed ? parsed->workload_uid : std::string();
   };
   std::lock_guard lock(mutex_);
   auto update = [&](const std::shared_ptr<const BoundPod>& shared, int sign) {
     const BoundPod& pod = *shared;
+    const std::string key(pod.key());
+    const std::string node(pod.node());
     if (sign < 0) {
-      pods_.erase(pod.key);
-      node_state_[pod.node].pods.erase(pod.key);
+      pods_.erase(key);
+      node_state_[node].pods.erase(key);
     } else {
-      pods_[pod.key] = shared;
-      node_state_[pod.node].pods.insert(pod.key);
+      pods_[key] = shared;
+      node_state_[node].pods.insert(key);
     }
-    MarkDirty(pod.node);
+    MarkDirty(node);
     if (std::string uid = workload_of(pod); !uid.empty()) {
       allocated_pods_[uid] += sign;
       if (allocated_pods_[uid] <= 0) allocated_pods_.erase(uid);
@@ -253,8 +257,9 @@ const ledger::NodeLedger* NodeDevicesCheck::Committed(const std::string& node) {
     auto pod = pods_.find(key);
     if (pod == pods_.end()) continue;
     const BoundPod& bound = *pod->second;
-    if (!bound.allocated) continue;  // placed by gate 3, no allocation on the node yet
-    auto record = ledger::ReadAllocatedRecord(*bound.allocated, bound.uid);
+    const std::optional<std::string_view> allocated = bound.allocated();
+    if (!allocated) continue;  // placed by gate 3, no allocation on the node yet
+    auto record = ledger::ReadAllocatedRecord(*allocated, bound.uid());
     if (!record) {
       log->warn("pod {}: {}", key, record.error());
       continue;

@@ -275,21 +275,22 @@ class ReconcileLoop {
     if (node_check_) node_check_->OnPod(before, after);
     if (requeuer_) {
       const PodPtr& pod = after != nullptr ? after : before;
-      requeuer_->OnPod(pod->key, after != nullptr ? after->failed.get() : nullptr);
+      requeuer_->OnPod(std::string(pod->key()), after != nullptr ? after->failed().get() : nullptr);
     }
     bool changed = false;
     {
       std::lock_guard lock(cpu_mutex_);
       auto add = [&](const BoundPod& pod, int sign) {
-        if (pod.Finished() || pod.cpu_millicores == 0) return;
-        const int64_t total = node_cpu_[pod.node] += sign * pod.cpu_millicores;
-        if (total == 0) node_cpu_.erase(pod.node);
+        if (pod.Finished() || pod.cpu_millicores() == 0) return;
+        const std::string node(pod.node());
+        const int64_t total = node_cpu_[node] += sign * pod.cpu_millicores();
+        if (total == 0) node_cpu_.erase(node);
         changed = true;
       };
       if (before) add(*before, -1);
       if (after) add(*after, +1);
       if (changed && before != nullptr && after != nullptr &&
-          before->cpu_millicores == after->cpu_millicores && before->phase == after->phase)
+          before->cpu_millicores() == after->cpu_millicores() && before->phase() == after->phase())
         changed = false;  // the same request counted out and in again
     }
     if (changed) queue_.Add("sync");

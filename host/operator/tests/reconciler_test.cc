@@ -246,16 +246,16 @@ TEST(BoundPodOf, KeepsTheCpuViewsGate3sAndTheRequeuesInputs) {
       "status": {"phase": "Running"}})");
   TrimPodForWorkerCache(pod);
   const BoundPod running = BoundPodOf(pod);
-  EXPECT_EQ(running.key, "ns/p");
-  EXPECT_EQ(running.uid, "u");
+  EXPECT_EQ(running.key(), "ns/p");
+  EXPECT_EQ(running.uid(), "u");
   EXPECT_EQ(CacheVersion(running), "7");
-  EXPECT_EQ(running.node, "n");
-  EXPECT_EQ(running.phase, "Running");
+  EXPECT_EQ(running.node(), "n");
+  EXPECT_EQ(running.phase(), "Running");
   EXPECT_FALSE(running.Finished());
-  EXPECT_EQ(running.cpu_millicores, 1250);
-  EXPECT_EQ(running.allocated, "{}");
-  EXPECT_EQ(running.chosen, "c");
-  EXPECT_EQ(running.failed, nullptr);  // a running Pod's JSON is not kept
+  EXPECT_EQ(running.cpu_millicores(), 1250);
+  EXPECT_EQ(running.allocated(), "{}");
+  EXPECT_EQ(running.chosen(), "c");
+  EXPECT_EQ(running.failed(), nullptr);  // a running Pod's JSON is not kept
 
   Json failed = pod;
   failed["status"]["phase"] = "Failed";
@@ -263,10 +263,22 @@ TEST(BoundPodOf, KeepsTheCpuViewsGate3sAndTheRequeuesInputs) {
   failed["metadata"]["annotations"]["device.gpustack.ai/accelerator.allocated"] = 3;
   const BoundPod record = BoundPodOf(failed);
   EXPECT_TRUE(record.Finished());
-  EXPECT_EQ(record.chosen, std::nullopt);
-  EXPECT_EQ(record.allocated, std::nullopt);  // an annotation is a string, or no record
-  ASSERT_NE(record.failed, nullptr);
-  EXPECT_EQ(*record.failed, failed);  // what the requeue judges, as it was
+  EXPECT_EQ(record.chosen(), std::nullopt);
+  EXPECT_EQ(record.allocated(), std::nullopt);  // an annotation is a string, or no record
+  ASSERT_NE(record.failed(), nullptr);
+  EXPECT_EQ(*record.failed(), failed);  // what the requeue judges, as it was
+
+  // An annotation present but empty is kept apart from one that is absent.
+  Json empty = pod;
+  empty["metadata"]["annotations"]["device.gpustack.ai/accelerator.chosen"] = "";
+  empty["metadata"]["annotations"].erase("device.gpustack.ai/accelerator.allocated");
+  empty["metadata"].erase("uid");
+  const BoundPod blank = BoundPodOf(empty);
+  EXPECT_EQ(blank.chosen(), "");
+  EXPECT_EQ(blank.allocated(), std::nullopt);
+  EXPECT_EQ(blank.uid(), "");
+  EXPECT_EQ(blank.key(), "ns/p");
+  EXPECT_EQ(blank.node(), "n");
 }
 
 TEST(SameForPass, ANodesHeartbeatTaintsAndTtlStartNoPassItsLabelsAndCapacityDo) {
