@@ -1,6 +1,7 @@
 #include "host/ledger/ledger.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -113,12 +114,16 @@ NodeLedger::NodeLedger(std::string node, DevicesSpec spec)
   // A spec that breaks the ledger's assumptions is a programming error here: JSON input is
   // checked (with a message) by SpecFromJson first.
   if (auto valid = ValidateSpec(spec_); !valid) throw std::invalid_argument(valid.error());
-  for (const Group& g : spec_.groups) {
-    for (const Accelerator& a : g.accelerators) {
-      card_index_.emplace(a.id, cards_.size());
+  size_t count = 0;
+  for (const Group& g : spec_.groups) count += g.accelerators.size();
+  cards_.reserve(count);
+  for (const Group& g : spec_.groups)
+    for (const Accelerator& a : g.accelerators)
       cards_.push_back(CardState{&g, &a, Mode::kNone, 0, 0, 0, 0, {}});
-    }
-  }
+  by_id_.resize(cards_.size());
+  std::iota(by_id_.begin(), by_id_.end(), 0u);
+  std::sort(by_id_.begin(), by_id_.end(),
+            [&](uint32_t a, uint32_t b) { return cards_[a].card->id < cards_[b].card->id; });
 }
 
 NodeLedger::NodeLedger(const NodeLedger& other) : NodeLedger(other.node_, other.spec_) {
@@ -129,8 +134,11 @@ NodeLedger::NodeLedger(const NodeLedger& other) : NodeLedger(other.node_, other.
 }
 
 CardState* NodeLedger::FindCard(const std::string& accelerator_id) {
-  auto it = card_index_.find(accelerator_id);
-  return it == card_index_.end() ? nullptr : &cards_[it->second];
+  auto it = std::lower_bound(
+      by_id_.begin(), by_id_.end(), accelerator_id,
+      [&](uint32_t card, const std::string& id) { return cards_[card].card->id < id; });
+  if (it == by_id_.end() || cards_[*it].card->id != accelerator_id) return nullptr;
+  return &cards_[*it];
 }
 
 Result<std::vector<Charge>> NodeLedger::Fit(const Request& r) const {
