@@ -10,6 +10,12 @@
 // of a few kilobytes of JSON map nodes, docs/footprint.md). A record type provides, found by
 // argument-dependent lookup, `std::string CacheKey(const Record&)` (the object's
 // namespace/name) and `std::string CacheVersion(const Record&)` (its resourceVersion).
+//
+// Informers of the same objects (one Client, type, namespace, selectors, page size and watch
+// timeout) share one list and watch, as client-go's shared informers do: the first started runs
+// it and feeds every such cache, each with its own transform, projection and handlers; one started
+// later joins at a list it asks for, so its cache starts whole. Their handlers all run on the
+// running one's thread. When that one stops, another takes over (docs/footprint.md).
 #ifndef GPUSTACK_HOST_KUBE_INFORMER_H_
 #define GPUSTACK_HOST_KUBE_INFORMER_H_
 
@@ -61,6 +67,7 @@ class InformerBase {
   InformerBase(const InformerBase&) = delete;
   InformerBase& operator=(const InformerBase&) = delete;
 
+  // Runs the list and watch, or joins the informer of the same objects that already does.
   void Start();
   void Stop();
   // Asks the thread to end without waiting for it (Stop waits): many informers end in the time
@@ -85,9 +92,32 @@ class InformerBase {
   virtual void Apply(WatchEventType type, Json& object) = 0;
 
  private:
+  struct FeedKey;
+  FeedKey Key() const;
+  static std::map<FeedKey, InformerBase*>& Running();  // the informer that runs each feed
+  void StartThread();
   void Run(std::stop_token stop);
   Status ListAndReplace(std::stop_token stop);
   bool SleepFor(std::chrono::milliseconds delay, std::stop_token stop);
+  // The running informer's side of sharing: a joiner is fed from the next list on, which it asks
+  // for by ending the current watch; each hook goes to the fed caches (a copy each), then to
+  // this one's.
+  void Join(InformerBase* joiner);
+  void StageAll(Json& item);
+  void DropAll();
+  void CommitAll(const InformerStats& stats);
+  void ApplyAll(WatchEventType type, Json& object, const InformerStats& stats);
+  void Synced(const InformerStats& stats);  // a fed cache's state, as the running one's
+
+  // Sharing, under the registry's mutex: the informer that feeds this one (null if none).
+  InformerBase* feeder_ = nullptr;
+  // The caches this one feeds, and those fed from its next list on; under feed_mutex_, which a
+  // delivery holds, so a cache that leaves is never called after it left.
+  std::mutex feed_mutex_;
+  std::vector<InformerBase*> fed_;
+  std::vector<InformerBase*> joining_;
+  std::stop_source* current_watch_ = nullptr;  // under feed_mutex_
+  std::atomic<bool> relist_{false};
 
   Client& client_;
   ResourceType type_;

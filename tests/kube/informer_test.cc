@@ -221,5 +221,67 @@ TEST(Informer, CachesTypedRecordsProjectedFromEachObject) {
   EXPECT_EQ(deleted, std::vector<std::string>{ns + "/listed-1 in g1"});
 }
 
+// Informers of the same objects share one list and watch (the worker and the v1 API both cache
+// Devices): a second one joins at a list it asks for, with its own transform and handlers, and
+// the first sees no event from that list; one with other selectors runs its own; when the one
+// that runs the watch stops, the other takes it over.
+TEST(Informer, InformersOfTheSameObjectsShareOneListAndWatch) {
+  auto client = testing::TestbedClient({.qps = 0});
+  ASSERT_NE(client, nullptr);
+  std::string ns = testing::CreateNamespace(*client, "shared");
+  const ResourceType configmaps = resources::ConfigMaps();
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(client->Create(
+        configmaps, ConfigMap(ns, "listed-" + std::to_string(i), {{"group", "g"}, {"bulk", "x"}})));
+  std::atomic<int> first_adds{0}, first_updates{0}, second_adds{0};
+  Informer first(*client, configmaps, ns, {.page_size = 5});
+  first.AddEventHandler(
+      {.on_add = [&](const ObjectPtr&) { ++first_adds; },
+       .on_update = [&](const ObjectPtr&, const ObjectPtr&) { ++first_updates; }});
+  first.Start();
+  ASSERT_TRUE(first.WaitForSync(std::chrono::seconds(30)));
+  EXPECT_EQ(first.Stats().lists, 1u);
+
+  InformerOptions trimmed{.page_size = 5};
+  trimmed.transform = [](Json& object) { object["data"].erase("bulk"); };
+  Informer second(*client, configmaps, ns, trimmed);
+  second.AddEventHandler({.on_add = [&](const ObjectPtr&) { ++second_adds; }});
+  Informer other(*client, configmaps, ns, {.label_selector = "none=here", .page_size = 5});
+  second.Start();
+  other.Start();
+  ASSERT_TRUE(second.WaitForSync(std::chrono::seconds(30)));
+  ASSERT_TRUE(other.WaitForSync(std::chrono::seconds(30)));
+  EXPECT_EQ(second.Size(), 20u);
+  EXPECT_EQ(second_adds.load(), 20);
+  EXPECT_FALSE(second.Get(ns + "/listed-0")->at("data").contains("bulk"));  // its own transform
+  EXPECT_TRUE(first.Get(ns + "/listed-0")->at("data").contains("bulk"));
+  EXPECT_EQ(first.Stats().lists, 2u);  // listed again for the second, which ran no list itself
+  EXPECT_EQ(second.Stats().lists, 2u);
+  EXPECT_EQ(first_adds.load(), 20);  // the second list changed nothing the first had
+  EXPECT_EQ(first_updates.load(), 0);
+  EXPECT_EQ(other.Stats().lists, 1u);  // other selectors: a list and watch of its own
+  EXPECT_EQ(other.Size(), 0u);
+
+  auto wait_for = [&](Informer& informer, const std::string& key) {
+    for (int i = 0; i < 500 && informer.Get(key) == nullptr; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return informer.Get(key) != nullptr;
+  };
+  ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "watched", {{"bulk", "x"}})));
+  EXPECT_TRUE(wait_for(first, ns + "/watched"));
+  EXPECT_TRUE(wait_for(second, ns + "/watched"));
+  EXPECT_EQ(second.Stats().resource_version, first.Stats().resource_version);
+
+  // The first stops: the second runs the list and watch from now on.
+  first.Stop();
+  ASSERT_TRUE(client->Create(configmaps, ConfigMap(ns, "after", {{"bulk", "x"}})));
+  EXPECT_TRUE(wait_for(second, ns + "/after"));
+  EXPECT_EQ(first.Get(ns + "/after"), nullptr);
+  EXPECT_EQ(second.Stats().lists, 3u);  // its own first list: nothing it had came again
+  EXPECT_EQ(second_adds.load(), 22);
+  second.Stop();
+  other.Stop();
+}
+
 }  // namespace
 }  // namespace gpustack::kube
