@@ -68,9 +68,11 @@ pid_t KueuePid() {
 
 void PrintRss(const char* when, pid_t worker) {
   const pid_t kueue = KueuePid();
-  std::printf("RSS %s: worker %.1f MB (RssAnon %.1f MB); Kueue's controller-manager %s\n", when,
-              RssKb(worker) / 1024.0, bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
-              kueue == 0 ? "not found" : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
+  std::printf(
+      "RSS %s: worker %.1f MB (RssAnon %.1f MB, %ld threads); Kueue's controller-manager %s\n",
+      when, RssKb(worker) / 1024.0, bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
+      bench::StatusKb(std::to_string(worker), "Threads:"),
+      kueue == 0 ? "not found" : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
 }
 
 // A bound, running Pod as a Deployment's looks once the kubelet reported it: an owner, a
