@@ -61,14 +61,14 @@ std::map<InformerBase::FeedKey, InformerBase*>& InformerBase::Running() {
 }
 
 void InformerBase::Start() {
-  {
-    std::lock_guard lock(RegistryMutex());
-    auto [it, added] = Running().try_emplace(Key(), this);
-    if (!added && it->second != this) {
-      it->second->Join(this);
-      return;
-    }
+  std::lock_guard lock(RegistryMutex());
+  if (feeder_ != nullptr || thread_.joinable()) return;  // started already
+  auto [it, added] = Running().try_emplace(Key(), this);
+  if (!added && it->second != this) {
+    it->second->Join(this);
+    return;
   }
+  // Under the registry's lock: a registered informer always has its thread.
   StartThread();
 }
 
@@ -88,6 +88,11 @@ void InformerBase::Join(InformerBase* joiner) {
 }
 
 void InformerBase::RequestStop() {
+  std::lock_guard registry(RegistryMutex());  // thread_ may be started by a hand-over
+  RequestStopLocked();
+}
+
+void InformerBase::RequestStopLocked() {
   thread_.request_stop();
   state_changed_.notify_all();
 }
@@ -99,11 +104,12 @@ void InformerBase::Stop() {
       std::lock_guard lock(feeder_->feed_mutex_);
       std::erase(feeder_->fed_, this);
       std::erase(feeder_->joining_, this);
+      DropStaged();  // part of a list it will not see the end of
       feeder_ = nullptr;
       return;
     }
     if (!thread_.joinable()) return;
-    RequestStop();
+    RequestStopLocked();
     // The caches this one fed go on: the first runs its own list and watch from now, and feeds
     // the others from its first list (a list turns what changed meanwhile into events). It starts
     // here, under the registry's lock, so that its own Stop cannot come between.
@@ -114,6 +120,9 @@ void InformerBase::Stop() {
       fed.insert(fed.end(), joining_.begin(), joining_.end());
       fed_.clear();
       joining_.clear();
+      // A list under way here would leave its first pages staged in them, and their next list
+      // would count objects deleted meanwhile as listed.
+      for (InformerBase* cache : fed) cache->DropStaged();
     }
     InformerBase* heir = fed.empty() ? nullptr : fed.front();
     if (auto it = Running().find(Key()); it != Running().end() && it->second == this) {
@@ -166,13 +175,15 @@ Status InformerBase::ListAndReplace(std::stop_token stop) {
     DropAll();
     return Ok{};
   }
+  // Every cache commits the list before its version says it holds it (the v1 API reads that
+  // version to know how far its cache is).
   InformerStats stats;
   {
     std::lock_guard lock(state_mutex_);
-    stats_.lists++;
-    stats_.resource_version = list->resource_version;
     stats = stats_;
   }
+  stats.lists++;
+  stats.resource_version = list->resource_version;
   CommitAll(stats);
   return Ok{};
 }

@@ -15,7 +15,9 @@
 // timeout) share one list and watch, as client-go's shared informers do: the first started runs
 // it and feeds every such cache, each with its own transform, projection and handlers; one started
 // later joins at a list it asks for, so its cache starts whole. Their handlers all run on the
-// running one's thread. When that one stops, another takes over (docs/footprint.md).
+// running one's thread, one after another: a handler must not start or stop an informer, and a
+// slow one delays every cache of its feed. When the running one stops, another takes over
+// (docs/footprint.md).
 #ifndef GPUSTACK_HOST_KUBE_INFORMER_H_
 #define GPUSTACK_HOST_KUBE_INFORMER_H_
 
@@ -71,7 +73,8 @@ class InformerBase {
   void Start();
   void Stop();
   // Asks the thread to end without waiting for it (Stop waits): many informers end in the time
-  // of the slowest, not of their sum.
+  // of the slowest, not of their sum. The caches it feeds get nothing more until its Stop hands
+  // them over; an informer fed by another leaves it at its Stop.
   void RequestStop();
   // True once the first list is in the cache (and its add events delivered).
   bool WaitForSync(std::chrono::milliseconds timeout);
@@ -96,6 +99,7 @@ class InformerBase {
   FeedKey Key() const;
   static std::map<FeedKey, InformerBase*>& Running();  // the informer that runs each feed
   void StartThread();
+  void RequestStopLocked();
   void Run(std::stop_token stop);
   Status ListAndReplace(std::stop_token stop);
   bool SleepFor(std::chrono::milliseconds delay, std::stop_token stop);

@@ -30,7 +30,7 @@ BoundPod::BoundPod(const Fields& fields)
   text_ = std::make_unique_for_overwrite<char[]>(size);
   uint32_t end = 0;
   for (size_t i = 0; i < kCount; ++i) {
-    std::memcpy(text_.get() + end, texts[i].data(), texts[i].size());
+    if (!texts[i].empty()) std::memcpy(text_.get() + end, texts[i].data(), texts[i].size());
     end += static_cast<uint32_t>(texts[i].size());
     ends_[i] = end;
   }
