@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -671,11 +673,16 @@ TEST_F(OperatorE2e, SettingsAreReadOnline) {
   // docs/behaviour.md §12.11: flipping instance-type-aware-cpu-manufacturer in the settings Secret
   // regroups the pools without a restart; the flavors stay, the old types stay.
   auto patch = [&](const std::string& value) {
-    ASSERT_TRUE(
-        client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
-                       {{"stringData", {{"instance-type-aware-cpu-manufacturer", value}}}}));
+    return client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
+                          {{"stringData", {{"instance-type-aware-cpu-manufacturer", value}}}});
   };
-  patch("true");
+  // Put back even when an assertion below ends the test, or the pools of every later test would
+  // carry the CPU manufacturer in their names.
+  struct Restore {
+    std::function<void()> run;
+    ~Restore() { run(); }
+  } restore{[&] { (void)patch("false"); }};
+  ASSERT_TRUE(patch("true"));
   EXPECT_TRUE(
       RowBecomes("gpustack--intel-xeon-platinum-8259cl-linux-amd64",
                  "gpustack-fnv64-c6aee2b7b5c4dc6b 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/52 Active"));
@@ -688,7 +695,14 @@ TEST_F(OperatorE2e, SettingsAreReadOnline) {
   EXPECT_TRUE(RowBecomes(
       kA10g, "gpustack-fnv64-c4680bb149644f1c 8/64Gi/100Gi 1/1 10/10 100/100 0/0 0/0 Active"));
   EXPECT_EQ(Names(kFlavors, "resource.gpustack.ai/type=nodes").size(), 7u);
-  auto queue = client_->Get(kClusterQueues, "", "gpustack--intel-xeon-platinum-8259cl-linux-amd64");
+  // A type's status and its queue are written in the same phase of a pass, side by side: the row
+  // can land first.
+  std::optional<Json> queue;
+  EXPECT_TRUE(WaitFor([&] {
+    auto got = client_->Get(kClusterQueues, "", "gpustack--intel-xeon-platinum-8259cl-linux-amd64");
+    if (got) queue = *got;
+    return got.ok();
+  }));
   ASSERT_TRUE(queue);
   EXPECT_EQ((*queue)["metadata"]["labels"].value(
                 "general.feature.gpustack.ai/intel-xeon-platinum-8259cl", ""),
@@ -703,7 +717,7 @@ TEST_F(OperatorE2e, SettingsAreReadOnline) {
   }));
   ASSERT_TRUE(client_->Patch(kSecrets, kSystem, "gpustack-settings", PatchType::kMerge,
                              {{"stringData", {{"instance-type-mixed-on-node", "true"}}}}));
-  patch("false");
+  ASSERT_TRUE(patch("false"));
   // The aware types are create-only: they stay, and the derived generic pool is as before.
   EXPECT_TRUE(RowBecomes(
       kGeneric, "gpustack-fnv64-3b93966fd73eb9ec 1/2Gi/100Gi 0/0 0/0 0/0 0/0 48/72 Active"));
