@@ -58,6 +58,16 @@ bool SleepUntil(std::chrono::steady_clock::time_point until, std::stop_token sto
   return !stop.stop_requested();
 }
 
+namespace {
+// Set while the binary's static objects are initialised, before main.
+const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
+}  // namespace
+
+std::chrono::milliseconds SinceProcessStart() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               kProcessStart);
+}
+
 bool SleepUnlessStopped(std::chrono::milliseconds duration) {
   return SleepUntil(std::chrono::steady_clock::now() + duration, ProcessStopToken());
 }

@@ -31,6 +31,10 @@ bool SleepUntil(std::chrono::steady_clock::time_point until, std::stop_token sto
 // Sleeps for `duration`, or less when the process stops; false when it did.
 bool SleepUnlessStopped(std::chrono::milliseconds duration);
 
+// Time since the process started: since its static initialisers ran, right after exec and the
+// dynamic loader. Start-up figures count from here, not from a component's own start.
+std::chrono::milliseconds SinceProcessStart();
+
 // Names the calling thread in /proc (and so in top, perf and gdb), truncated to 15 bytes.
 void NameThisThread(std::string_view name);
 

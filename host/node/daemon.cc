@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include <algorithm>
 #include <condition_variable>
@@ -96,6 +95,10 @@ Result<std::map<std::string, std::string>> PluginLabelsOf(kube::Client& client,
 
 namespace {
 
+// How long the watches, the DRA driver and the loop (its first sample) wait for the device
+// plugin's registration before they start anyway (a kubelet that is not up yet).
+constexpr auto kRegistrationHeadStart = std::chrono::seconds(1);
+
 // The daemon's jobs around one loop: it rebuilds the ledger from the Pods' records, watches its
 // Pods and Node, serves the kubelet and the exporter, and each turn of the loop releases what
 // deleted or finished Pods held, re-discovers, samples and publishes what changed.
@@ -143,8 +146,6 @@ class Daemon {
       log_->info("{} prepared ResourceClaim(s) restored", *restored);
     }
     board_.Refresh();
-    WatchPods();
-    WatchNode();
     allocator_.set_on_change([this] {
       board_.Refresh();  // cross-mode tokens go Unhealthy at reserve time, not a pass later
       dirty_ = true;
@@ -158,6 +159,14 @@ class Daemon {
       return 2;
     }
     front.Start();
+    // What registration does not need waits for it (or for a kubelet that is late): on a small
+    // node the watches' first lists and the first sample took the CPU the kubelet's dial-backs
+    // needed, and doubled exec → registered (docs/footprint.md). The Pod watch starting later
+    // loses nothing: the ledger is rebuilt already, and Allocate lists the Pods itself until the
+    // watch has synced.
+    front.WaitUntilRegistered(std::chrono::steady_clock::now() + kRegistrationHeadStart, stop_);
+    WatchPods();
+    WatchNode();
     if (dra) {
       if (Status started = dra->Start(); !started) {
         log_->error("{}", started.error());
@@ -166,14 +175,11 @@ class Daemon {
       }
       dra_ = dra.get();
     }
-    sampler_ = std::jthread([this](std::stop_token stop) { SampleLoop(stop); });
     runtime_.StartHealthLoop(options_.health_poll, [this] {
       dirty_ = true;
       Poke();
     });
     const int status = Loop();
-    sampler_.request_stop();
-    sampler_.join();
     StopWatches();
     if (exporter_) exporter_->Stop();
     front_ = nullptr;
@@ -302,20 +308,16 @@ class Daemon {
 
   // Metrics rounds on a thread of their own: a plugin or a kubelet slow to answer (the summary
   // may take seconds) never delays the loop's releases, on which the next Allocate depends.
-  void SampleLoop(std::stop_token stop) {
-    NameThisThread("sampler");
-    while (!stop.stop_requested() && !stop_.stop_requested()) {
-      // A failed round publishes only its verdict; a previous round is never carried forward.
-      MetricsInput input = SampleRound();
-      std::string text = RenderMetrics(input);
-      {
-        std::lock_guard lock(metrics_mutex_);
-        latest_ = std::move(input);
-        latest_text_ = std::move(text);
-      }
-      // Run() stops it first thing on the way out.
-      SleepUntil(std::chrono::steady_clock::now() + options_.monitor_period, stop);
-    }
+  // On the loop, as discovery is: a thread of its own would wait 15 s for every round. A slow
+  // round (the kubelet's summary may take up to its timeout) delays the loop's releases by as
+  // much; a release that waits keeps its card counted as held, so nothing is over-admitted.
+  void Sample() {
+    // A failed round publishes only its verdict; a previous round is never carried forward.
+    MetricsInput input = SampleRound();
+    std::string text = RenderMetrics(input);
+    std::lock_guard lock(metrics_mutex_);
+    latest_ = std::move(input);
+    latest_text_ = std::move(text);
   }
 
   // One metrics round: every plugin's cards and processes, each Pod's holds on them, and the
@@ -407,6 +409,7 @@ class Daemon {
   int Loop() {
     next_discovery_ = std::chrono::steady_clock::now() + options_.discover_period;
     next_reconcile_ = std::chrono::steady_clock::now() + options_.reconcile_period;
+    next_sample_ = std::chrono::steady_clock::now();  // the first round at once
     while (!stop_.stop_requested()) {
       // No thread waits for a health poll: a poll that overran is found here, at its deadline.
       next_health_check_ =
@@ -440,7 +443,7 @@ class Daemon {
     std::set<std::string> gone;
     std::unique_lock lock(wake_mutex_);
     wake_.wait_until(
-        lock, stop_, std::min({next_discovery_, next_reconcile_, next_health_check_}),
+        lock, stop_, std::min({next_discovery_, next_reconcile_, next_sample_, next_health_check_}),
         [this] { return dirty_ || pods_changed_ || labels_changed_ || !deleted_.empty(); });
     gone.swap(deleted_);
     return gone;
@@ -464,6 +467,10 @@ class Daemon {
         log_->warn("cannot list the pods on node {}: {}", options_.node_name, listed.error());
       }
       next_reconcile_ = now + options_.reconcile_period;
+    }
+    if (now >= next_sample_) {
+      Sample();
+      next_sample_ = std::chrono::steady_clock::now() + options_.monitor_period;
     }
     // A partition still in use when its Pod went (from a watch's delete or a list) is retried
     // sooner than the long resync.
@@ -552,7 +559,8 @@ class Daemon {
   std::condition_variable_any wake_;  // waited for with stop_
   std::set<std::string> deleted_;     // uids
   std::atomic<bool> dirty_{true}, pods_changed_{false}, labels_changed_{false};
-  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_health_check_;
+  std::chrono::steady_clock::time_point next_discovery_, next_reconcile_, next_sample_,
+      next_health_check_;
 
   std::mutex metrics_mutex_;  // the latest sampling round, read by the exporter's thread
   MetricsInput latest_ = [this] {
@@ -561,7 +569,7 @@ class Daemon {
     return none;
   }();
   std::string latest_text_ = RenderMetrics(latest_);  // its exposition
-  // The sampler's own (SampleLoop's thread).
+  // The loop's own, for Sample().
   std::set<std::string> unplaced_;  // the latest round's process rows no Pod was found for
   std::set<std::string> unlisted_;  // the latest round's cards whose processes were not listed
   bool kubelet_failing_ = false;
@@ -571,7 +579,6 @@ class Daemon {
   DraFrontEnd* dra_ = nullptr;        // Run()'s, while it serves
   std::unique_ptr<kube::Informer> pod_informer_, node_informer_;
   std::unique_ptr<https::Server> exporter_;
-  std::jthread sampler_;  // reads the informers: stopped before them
 };
 
 }  // namespace

@@ -354,9 +354,14 @@ void KubeletFrontEnd::Serve() {
       last_registration_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::steady_clock::now() - started)
                                   .count();
-      ++registered_;
+      {
+        std::lock_guard lock(registered_mutex_);
+        ++registered_;
+      }
+      registered_changed_.notify_all();
       Logger("device-plugin")
-          ->info("every resource registered in {} ms", last_registration_ms_.load());
+          ->info("every resource registered in {} ms, {} ms after the process started",
+                 last_registration_ms_.load(), SinceProcessStart().count());
     }
   });
   bool lost = false;
@@ -400,6 +405,12 @@ void KubeletFrontEnd::Stop() {
   board_.set_on_change(nullptr);
   TakeGeneration().reset();  // its thread no longer polls the directory
   directory_watch_ = kubelet_rpc::FileDescriptor();
+}
+
+bool KubeletFrontEnd::WaitUntilRegistered(std::chrono::steady_clock::time_point until,
+                                          std::stop_token stop) {
+  std::unique_lock lock(registered_mutex_);
+  return registered_changed_.wait_until(lock, stop, until, [this] { return registered_ > 0; });
 }
 
 // On the serving thread: the kubelet's socket created again (it restarted, and forgot every

@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +71,9 @@ class KubeletFrontEnd {
   void Stop();
   // How many generations have registered every resource (tests and logs).
   uint64_t registered_generations() const { return registered_.load(); }
+  // Waits until a generation has registered every resource, `until` passes or `stop` is asked;
+  // true when one has.
+  bool WaitUntilRegistered(std::chrono::steady_clock::time_point until, std::stop_token stop);
   // Milliseconds the latest generation took from start to the last resource registered.
   int64_t last_registration_ms() const { return last_registration_ms_.load(); }
 
@@ -92,6 +97,8 @@ class KubeletFrontEnd {
   std::shared_ptr<Streams> streams_;  // the current generation's
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> registered_{0};
+  std::mutex registered_mutex_;  // for registered_changed_
+  std::condition_variable_any registered_changed_;
   std::atomic<int64_t> last_registration_ms_{0};
   kubelet_rpc::FileDescriptor directory_watch_;  // inotify on the directory, or none
   std::mutex restart_mutex_;  // stop_ (written), restarter_, restarting_, restart_again_

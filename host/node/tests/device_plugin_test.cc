@@ -200,6 +200,27 @@ TEST_F(KubeletFrontEndTest, RegistersServesPushesAndServesAgain) {
 // A restarting kubelet removes what it listed in the directory one by one: the sockets of a
 // generation we bind after its first removal go too, and their events may be read before that
 // generation is current. Every resource must still end up served and registered.
+// What the daemon waits for before it starts what registration does not need.
+TEST_F(KubeletFrontEndTest, WaitUntilRegisteredReturnsOnceEveryResourceIs) {
+  ASSERT_TRUE(front->WaitUntilRegistered(std::chrono::steady_clock::now() + 30s, {}));
+  EXPECT_EQ(front->registered_generations(), 1u);
+  EXPECT_EQ(kubelet->Requests().size(), served.size());
+
+  // No kubelet in its directory: the wait ends at its deadline, or at once when stopped.
+  char pattern[] = "/tmp/front-end-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  KubeletOptions options;
+  options.device_plugin_dir = pattern;
+  KubeletFrontEnd alone(*board, *allocator, options);
+  alone.Start();
+  EXPECT_FALSE(alone.WaitUntilRegistered(std::chrono::steady_clock::now() + 200ms, {}));
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_FALSE(alone.WaitUntilRegistered(std::chrono::steady_clock::now() + 1h, stop.get_token()));
+  alone.Stop();
+  std::filesystem::remove_all(pattern);
+}
+
 TEST_F(KubeletFrontEndTest, SocketsRemovedAsTheyAreBoundAreServedAgain) {
   ASSERT_TRUE(Eventually([&] { return front->registered_generations() == 1; }));
   std::vector<std::filesystem::path> sockets;
