@@ -16,6 +16,7 @@
 #include "host/common/files.h"
 #include "host/common/json_path.h"
 #include "host/common/logging.h"
+#include "host/common/own_code.h"
 #include "host/common/process_stop.h"
 #include "host/dra/slices.h"
 #include "host/kube/informer.h"
@@ -179,6 +180,7 @@ class Daemon {
       dirty_ = true;
       Poke();
     });
+    ReleaseStartupCode();
     const int status = Loop();
     StopWatches();
     if (exporter_) exporter_->Stop();
@@ -308,6 +310,19 @@ class Daemon {
 
   // Metrics rounds on a thread of their own: a plugin or a kubelet slow to answer (the summary
   // may take seconds) never delays the loop's releases, on which the next Allocate depends.
+  // Start-up is over: its code need not stay resident (host/common/own_code.h).
+  void ReleaseStartupCode() {
+    const size_t before = ResidentBytes();
+    auto advised = PageOutOwnCode();
+    if (!advised) {
+      log_->debug("start-up code kept resident: {}", advised.error());
+      return;
+    }
+    constexpr double kMiB = 1 << 20;
+    log_->info("start-up done: its code paged out, resident {:.1f} → {:.1f} MB", before / kMiB,
+               ResidentBytes() / kMiB);
+  }
+
   // On the loop, as discovery is: a thread of its own would wait 15 s for every round. A slow
   // round (the kubelet's summary may take up to its timeout) delays the loop's releases by as
   // much; a release that waits keeps its card counted as held, so nothing is over-admitted.
