@@ -308,8 +308,6 @@ class Daemon {
     return Ok{};
   }
 
-  // Metrics rounds on a thread of their own: a plugin or a kubelet slow to answer (the summary
-  // may take seconds) never delays the loop's releases, on which the next Allocate depends.
   // Start-up is over: its code need not stay resident (host/common/own_code.h).
   void ReleaseStartupCode() {
     const size_t before = ResidentBytes();
@@ -325,7 +323,8 @@ class Daemon {
 
   // On the loop, as discovery is: a thread of its own would wait 15 s for every round. A slow
   // round (the kubelet's summary may take up to its timeout) delays the loop's releases by as
-  // much; a release that waits keeps its card counted as held, so nothing is over-admitted.
+  // much: a release that waits keeps its card counted as held, so nothing is over-admitted, and
+  // an Allocate that finds no room settles releases itself from a fresh list of the Pods.
   void Sample() {
     // A failed round publishes only its verdict; a previous round is never carried forward.
     MetricsInput input = SampleRound();
