@@ -51,12 +51,13 @@ Result<size_t> PageOutOwnCode() {
   return segments.advised;
 }
 
-size_t ResidentBytes() {
+size_t ResidentBytes(std::string_view field) {
   std::ifstream status("/proc/self/status");
+  const std::string wanted = std::string(field) + ":";
   std::string key;
   size_t kilobytes = 0;
   while (status >> key) {
-    if (key == "VmRSS:" && status >> kilobytes) return kilobytes * 1024;
+    if (key == wanted && status >> kilobytes) return kilobytes * 1024;
     status.ignore(4096, '\n');
   }
   return 0;

@@ -7,6 +7,7 @@
 #define GPUSTACK_HOST_COMMON_OWN_CODE_H_
 
 #include <cstddef>
+#include <string_view>
 
 #include "host/common/result.h"
 
@@ -17,8 +18,9 @@ namespace gpustack {
 // Returns the bytes advised; fails on kernels before 5.4, which have no MADV_PAGEOUT.
 Result<size_t> PageOutOwnCode();
 
-// This process's resident pages, in bytes (VmRSS), or 0 when /proc cannot say.
-size_t ResidentBytes();
+// This process's resident pages, in bytes: all of them (VmRSS), or those backed by files
+// (RssFile) or anonymous (RssAnon); 0 when /proc cannot say.
+size_t ResidentBytes(std::string_view field = "VmRSS");
 
 }  // namespace gpustack
 
