@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace gpustack {
 
@@ -72,6 +73,18 @@ Status WriteFileAtomically(const std::filesystem::path& path, std::string_view t
     if (!synced) return Error{"cannot sync " + dir.string() + ": " + std::strerror(errno)};
   }
   return Ok{};
+}
+
+long ProcStatusField(std::string_view pid, std::string_view field) {
+  std::ifstream status("/proc/" + std::string(pid) + "/status");
+  const std::string wanted = std::string(field) + ":";
+  std::string key;
+  long value = -1;
+  while (status >> key) {
+    if (key == wanted) return status >> value ? value : -1;
+    status.ignore(4096, '\n');
+  }
+  return -1;
 }
 
 }  // namespace gpustack

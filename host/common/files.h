@@ -19,6 +19,10 @@ namespace gpustack {
 Result<std::string> ReadSmallFile(const std::filesystem::path& path, size_t max_bytes,
                                   std::string_view what);
 
+// The number in a field of /proc/<pid>/status ("VmRSS" and the other sizes in KB, "Threads");
+// -1 when the process or the field is not there. `pid` "self" is the calling process.
+long ProcStatusField(std::string_view pid, std::string_view field);
+
 // A file as it is on disk now: the same identity means the same file, unchanged.
 struct FileIdentity {
   uint64_t device = 0;

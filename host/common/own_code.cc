@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #ifndef MADV_PAGEOUT
@@ -46,21 +45,10 @@ Result<size_t> PageOutOwnCode() {
   Segments segments;
   dl_iterate_phdr(PageOutExecutable, &segments);
   if (segments.error != 0) {
-    return Error{std::string("madvise(MADV_PAGEOUT): ") + std::strerror(segments.error)};
+    return Error{std::string("madvise(MADV_PAGEOUT): ") + std::strerror(segments.error),
+                 segments.error == EINVAL ? Code::kUnimplemented : Code::kInternal};
   }
   return segments.advised;
-}
-
-size_t ResidentBytes(std::string_view field) {
-  std::ifstream status("/proc/self/status");
-  const std::string wanted = std::string(field) + ":";
-  std::string key;
-  size_t kilobytes = 0;
-  while (status >> key) {
-    if (key == wanted && status >> kilobytes) return kilobytes * 1024;
-    status.ignore(4096, '\n');
-  }
-  return 0;
 }
 
 }  // namespace gpustack

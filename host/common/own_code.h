@@ -7,7 +7,6 @@
 #define GPUSTACK_HOST_COMMON_OWN_CODE_H_
 
 #include <cstddef>
-#include <string_view>
 
 #include "host/common/result.h"
 
@@ -15,12 +14,9 @@ namespace gpustack {
 
 // madvise(MADV_PAGEOUT) on the executable's read-only segments (never on writable ones: their
 // private pages would go to swap). Pages another process maps too are left alone by the kernel.
-// Returns the bytes advised; fails on kernels before 5.4, which have no MADV_PAGEOUT.
+// Returns the bytes advised; fails with kUnimplemented on kernels before 5.4, which have no
+// MADV_PAGEOUT.
 Result<size_t> PageOutOwnCode();
-
-// This process's resident pages, in bytes: all of them (VmRSS), or those backed by files
-// (RssFile) or anonymous (RssAnon); 0 when /proc cannot say.
-size_t ResidentBytes(std::string_view field = "VmRSS");
 
 }  // namespace gpustack
 

@@ -58,6 +58,10 @@ bool SleepUntil(std::chrono::steady_clock::time_point until, std::stop_token sto
   return !stop.stop_requested();
 }
 
+bool SleepUnlessStopped(std::chrono::milliseconds duration) {
+  return SleepUntil(std::chrono::steady_clock::now() + duration, ProcessStopToken());
+}
+
 namespace {
 // Set while the binary's static objects are initialised, before main.
 const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
@@ -66,10 +70,6 @@ const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_
 std::chrono::milliseconds SinceProcessStart() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                kProcessStart);
-}
-
-bool SleepUnlessStopped(std::chrono::milliseconds duration) {
-  return SleepUntil(std::chrono::steady_clock::now() + duration, ProcessStopToken());
 }
 
 void NameThisThread(std::string_view name) {

@@ -310,15 +310,14 @@ class Daemon {
 
   // Start-up is over: its code need not stay resident (host/common/own_code.h).
   void ReleaseStartupCode() {
-    const size_t before = ResidentBytes();
+    const long before = ProcStatusField("self", "VmRSS");
     auto advised = PageOutOwnCode();
     if (!advised) {
       log_->debug("start-up code kept resident: {}", advised.error());
       return;
     }
-    constexpr double kMiB = 1 << 20;
-    log_->info("start-up done: its code paged out, resident {:.1f} → {:.1f} MB", before / kMiB,
-               ResidentBytes() / kMiB);
+    log_->info("start-up done: its code paged out, resident {:.1f} → {:.1f} MB", before / 1024.0,
+               ProcStatusField("self", "VmRSS") / 1024.0);
   }
 
   // On the loop, as discovery is: a thread of its own would wait 15 s for every round. A slow

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/common/files.h"
 #include "host/kube/client.h"
 #include "host/kube/informer.h"
 #include "tests/bench/report.h"
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
 
   // Live watch: events/s while 8 writers patch, from the write to the handler.
   {
-    long rss0 = gpustack::bench::StatusKb("self", "VmRSS:");
+    long rss0 = gpustack::ProcStatusField("self", "VmRSS");
     Informer informer(client, configmaps, ns, {.page_size = 500});
     std::atomic<int> updates{0};
     informer.AddEventHandler({.on_update = [&](const ObjectPtr&, const ObjectPtr&) { updates++; }});
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     informer.Start();
     informer.WaitForSync(std::chrono::minutes(5));
     double sync_s = Ms(Clock::now() - list_start) / 1000;
-    long rss1 = gpustack::bench::StatusKb("self", "VmRSS:");
+    long rss1 = gpustack::ProcStatusField("self", "VmRSS");
     std::printf(
         "informer list+watch of %zu objects: synced in %.2f s; RSS %ld -> %ld KB (+%ld KB, %.0f "
         "B/object)\n",
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
         "live: %d updates written by 8 writers and delivered to the handler in %.2f s = %.0f "
         "events/s\n",
         updates.load(), s, updates.load() / s);
-    std::printf("peak RSS (VmHWM) %ld KB\n", gpustack::bench::StatusKb("self", "VmHWM:"));
+    std::printf("peak RSS (VmHWM) %ld KB\n", gpustack::ProcStatusField("self", "VmHWM"));
   }
 
   // Latency, one request at a time.

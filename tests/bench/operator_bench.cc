@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/common/files.h"
 #include "host/kube/client.h"
 #include "host/kube/informer.h"
 #include "host/kube/quantity.h"
@@ -50,7 +51,7 @@ const ResourceType kClusterQueues = resources::ClusterQueues();
 const ResourceType kLocalQueues = resources::LocalQueues();
 constexpr const char* kPool = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
 
-long RssKb(pid_t pid) { return bench::StatusKb(std::to_string(pid), "VmRSS:"); }
+long RssKb(pid_t pid) { return ProcStatusField(std::to_string(pid), "VmRSS"); }
 
 // Kueue's controller-manager in this control plane (the testbed runs it as `kueue --config`).
 pid_t KueuePid() {
@@ -70,8 +71,8 @@ void PrintRss(const char* when, pid_t worker) {
   const pid_t kueue = KueuePid();
   std::printf(
       "RSS %s: worker %.1f MB (RssAnon %.1f MB, %ld threads); Kueue's controller-manager %s\n",
-      when, RssKb(worker) / 1024.0, bench::StatusKb(std::to_string(worker), "RssAnon:") / 1024.0,
-      bench::StatusKb(std::to_string(worker), "Threads:"),
+      when, RssKb(worker) / 1024.0, ProcStatusField(std::to_string(worker), "RssAnon") / 1024.0,
+      ProcStatusField(std::to_string(worker), "Threads"),
       kueue == 0 ? "not found" : (std::to_string(RssKb(kueue) / 1024) + " MB").c_str());
 }
 

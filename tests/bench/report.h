@@ -31,14 +31,6 @@ inline void Percentiles(const char* what, std::vector<double> samples) {
               at(0.50), at(0.90), at(0.99), samples.back());
 }
 
-// A field of /proc/<pid>/status in KB ("VmRSS:", "VmHWM:"); -1 when absent. `pid` "self" is us.
-inline long StatusKb(const std::string& pid, const std::string& field) {
-  std::ifstream in("/proc/" + pid + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(field.size()));
-  return -1;
-}
-
 // User plus system CPU time a process has used, in ms (/proc/<pid>/stat); -1 when unreadable.
 inline double CpuMs(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/stat");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "host/common/files.h"
 #include "host/https/server.h"
 #include "host/operator/admission.h"
 #include "tests/bench/report.h"
@@ -72,6 +73,6 @@ int main(int argc, char** argv) {
         h.total ? 1e6 * h.sum_seconds / static_cast<double>(h.total) : 0.0, 1e6 * h.Quantile(0.5),
         1e6 * h.Quantile(0.9), 1e6 * h.Quantile(0.99), 1e6 * h.Quantile(0.999));
   }
-  std::printf("VmHWM %ld KB\n", bench::StatusKb("self", "VmHWM:"));
+  std::printf("VmHWM %ld KB\n", ProcStatusField("self", "VmHWM"));
   return 0;
 }

@@ -82,6 +82,15 @@ TEST_F(FilesTest, AnAtomicWriteReplacesTheWholeFileWithTheModeAskedFor) {
   EXPECT_FALSE(fs::exists(dir_ / "missing"));
 }
 
+TEST(ProcStatusTest, ReadsANumberAndSaysWhenThereIsNone) {
+  EXPECT_GE(ProcStatusField("self", "Threads"), 1);
+  EXPECT_EQ(ProcStatusField("self", "Pid"), getpid());
+  EXPECT_GT(ProcStatusField(std::to_string(getpid()), "VmRSS"), 0);  // KB
+  EXPECT_EQ(ProcStatusField("self", "NoSuchField"), -1);
+  EXPECT_EQ(ProcStatusField("self", "Name"), -1);  // not a number
+  EXPECT_EQ(ProcStatusField("0", "VmRSS"), -1);    // no such process
+}
+
 TEST(ResultTest, AFailurePassesBetweenResultTypesWithEveryField) {
   const Result<int> inner = Error{"the apiserver said no", Code::kNotFound, 404, "NotFound"};
   const Result<std::string> outer = inner.failure().WithContext("reading Devices: ");

@@ -197,9 +197,6 @@ TEST_F(KubeletFrontEndTest, RegistersServesPushesAndServesAgain) {
     EXPECT_FALSE(std::filesystem::exists(dir / SocketName(r.name)));
 }
 
-// A restarting kubelet removes what it listed in the directory one by one: the sockets of a
-// generation we bind after its first removal go too, and their events may be read before that
-// generation is current. Every resource must still end up served and registered.
 // What the daemon waits for before it starts what registration does not need.
 TEST_F(KubeletFrontEndTest, WaitUntilRegisteredReturnsOnceEveryResourceIs) {
   ASSERT_TRUE(front->WaitUntilRegistered(std::chrono::steady_clock::now() + 30s, {}));
@@ -221,6 +218,9 @@ TEST_F(KubeletFrontEndTest, WaitUntilRegisteredReturnsOnceEveryResourceIs) {
   std::filesystem::remove_all(pattern);
 }
 
+// A restarting kubelet removes what it listed in the directory one by one: the sockets of a
+// generation we bind after its first removal go too, and their events may be read before that
+// generation is current. Every resource must still end up served and registered.
 TEST_F(KubeletFrontEndTest, SocketsRemovedAsTheyAreBoundAreServedAgain) {
   ASSERT_TRUE(Eventually([&] { return front->registered_generations() == 1; }));
   std::vector<std::filesystem::path> sockets;
